@@ -1,0 +1,83 @@
+"""Wire format: a fixed handful of tags, and one float64 buffer per message (header, then payload).
+
+Ids live in the header, never in the tag, so a receiver matches on the tag alone and reads the
+rest. The header is ``(job, iteration, task, worker, count)``; what ``task`` and ``count`` mean
+depends on the tag (see ``pack_*``). Floats hold integers exactly below 2**53.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+HEADER = 5
+
+
+class Tag(IntEnum):
+    """Message kinds; every message of a kind has the same tag."""
+
+    SETUP = 1  # master -> worker, once: the data and settings (pickled, start-up only)
+    ITERATE = 2  # master -> worker: theta and the ordered task list of one iteration
+    RESULT = 3  # worker -> master: one or more finished tasks of one iteration
+    PURGE = 4  # master -> worker: drop what is left of (job, iteration)
+    STOP = 5  # master -> worker: finish; the worker answers STOP_ACK and exits its loop
+    STOP_ACK = 6  # worker -> master: last word, with the worker's counters
+    ERROR = 7  # worker -> master: an exception, as text (pickled)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A decoded message: header fields and the payload that follows them."""
+
+    tag: Tag
+    job: int
+    iteration: int
+    task: int
+    worker: int
+    count: int
+    payload: np.ndarray
+
+
+def pack(job: int, iteration: int, task: int, worker: int, *parts: np.ndarray) -> np.ndarray:
+    """One contiguous buffer: header (``count`` = length of the first part) then every part."""
+    flat = [np.ravel(np.asarray(p, dtype=np.float64)) for p in parts]
+    count = len(flat[0]) if flat else 0
+    return np.concatenate([np.array([job, iteration, task, worker, count], dtype=np.float64), *flat])
+
+
+def unpack(tag: int, buf: np.ndarray) -> Message:
+    """Read a buffer produced by ``pack``."""
+    if len(buf) < HEADER:
+        raise ValueError(f"message with tag {tag} has {len(buf)} values, fewer than the header's {HEADER}")
+    job, iteration, task, worker, count = (int(v) for v in buf[:HEADER])
+    return Message(Tag(tag), job, iteration, task, worker, count, buf[HEADER:])
+
+
+def pack_iterate(job: int, iteration: int, tasks: tuple[int, ...], theta: np.ndarray) -> np.ndarray:
+    """ITERATE: ``count`` task ids, then theta."""
+    return pack(job, iteration, len(tasks), -1, np.asarray(tasks, dtype=np.float64), theta)
+
+
+def iterate_fields(msg: Message) -> tuple[tuple[int, ...], np.ndarray]:
+    """The task list and theta of an ITERATE message."""
+    return tuple(int(t) for t in msg.payload[: msg.count]), msg.payload[msg.count :]
+
+
+def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
+                values: list[np.ndarray]) -> np.ndarray:
+    """RESULT: ``count`` task ids, then their values back to back (one message, one or many)."""
+    return pack(job, iteration, len(tasks), worker, np.asarray(tasks, dtype=np.float64), *values)
+
+
+def result_fields(msg: Message) -> tuple[list[int], np.ndarray]:
+    """Task ids and values (one row a task) of a RESULT message."""
+    tasks = [int(t) for t in msg.payload[: msg.count]]
+    return tasks, msg.payload[msg.count :].reshape(len(tasks), -1)
+
+
+def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
+                 counters: tuple[int, ...] = ()) -> np.ndarray:
+    """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters."""
+    return pack(job, iteration, -1, worker, np.asarray(counters, dtype=np.float64))

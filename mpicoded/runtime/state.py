@@ -1,0 +1,163 @@
+"""The master's pure state machine: events in, actions out, no MPI and no clock of its own.
+
+The MPI loop (``master.py``) feeds it what arrives and carries out what it returns, so every rule
+(who gets purged, what is stale, when an iteration is decoded) is unit-tested without MPI, and the
+simulator can drive the same machine with simulated time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codes import Code, Decoder
+
+
+@dataclass(frozen=True)
+class SendIterate:
+    """Send worker its ordered task list for (job, iteration) with the current theta."""
+
+    worker: int
+    job: int
+    iteration: int
+    tasks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SendPurge:
+    """Tell worker to drop what is left of (job, iteration)."""
+
+    worker: int
+    job: int
+    iteration: int
+
+
+@dataclass(frozen=True)
+class SendStop:
+    """Tell worker to finish."""
+
+    worker: int
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """What one iteration cost (metric names from the design)."""
+
+    job: int
+    iteration: int
+    wall_s: float
+    results_used: int
+    results_received: int
+    stale_results: int
+    purged_tasks: int
+    messages: int
+    volume: float
+    missing_partitions: int
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The iteration's target is recovered: ``result`` (NaN rows / ``missing`` if partial)."""
+
+    job: int
+    iteration: int
+    result: np.ndarray | None
+    missing: np.ndarray
+    record: IterationRecord
+
+
+Action = SendIterate | SendPurge | SendStop | Decoded
+
+
+@dataclass
+class _Iteration:
+    job: int
+    iteration: int
+    started: float
+    decoder: Decoder
+    outstanding: dict[int, set[int]]
+    received: int = 0
+    messages: int = 0
+    done: bool = False
+
+
+@dataclass
+class MasterState:
+    """Tracks the current iteration, each worker's outstanding tasks and the counters."""
+
+    code: Code
+    tolerance: int = 0
+    workers: set[int] = field(default_factory=set)
+    current: _Iteration | None = None
+    stale_results: int = 0  # stale results since the last record (go into the next one)
+    totals: dict[str, float] = field(default_factory=dict)
+    acked: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.workers:
+            self.workers = set(range(self.code.n_workers))
+        for key in ("results_received", "stale_results", "purged_tasks", "messages", "iterations"):
+            self.totals[key] = 0
+
+    def start_iteration(self, job: int, iteration: int, now: float) -> list[Action]:
+        """Open (job, iteration): every worker with tasks gets its list."""
+        if self.current is not None and not self.current.done:
+            raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
+                               "is still open: decode it before starting another")
+        outstanding = {w: set(self.code.schedule[w]) for w in self.workers if self.code.schedule[w]}
+        self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance), outstanding)
+        return [SendIterate(w, job, iteration, self.code.schedule[w]) for w in sorted(outstanding)]
+
+    def on_result(self, worker: int, job: int, iteration: int, tasks: list[int],
+                  values: np.ndarray | None, now: float) -> list[Action]:
+        """A RESULT message: decode if it completes the target, then purge the rest."""
+        cur = self.current
+        if cur is None or cur.done or (job, iteration) != (cur.job, cur.iteration):
+            self.stale_results += len(tasks)
+            self.totals["stale_results"] += len(tasks)
+            return []
+        cur.messages += 1
+        cur.received += len(tasks)
+        self.totals["messages"] += 1
+        self.totals["results_received"] += len(tasks)
+        pending = cur.outstanding.get(worker, set())
+        for i, task in enumerate(tasks):
+            pending.discard(task)
+            if cur.decoder.add(task, None if values is None else values[i]):
+                return self._decoded(now)
+        return []
+
+    def _decoded(self, now: float) -> list[Action]:
+        cur = self.current
+        assert cur is not None
+        cur.done = True
+        actions: list[Action] = []
+        purged = 0
+        for w in sorted(cur.outstanding):
+            if cur.outstanding[w]:
+                purged += len(cur.outstanding[w])
+                actions.append(SendPurge(w, cur.job, cur.iteration))
+        dec = cur.decoder
+        missing = dec.missing_partitions
+        record = IterationRecord(
+            job=cur.job, iteration=cur.iteration, wall_s=now - cur.started,
+            results_used=dec.results_used, results_received=cur.received,
+            stale_results=self.stale_results, purged_tasks=purged, messages=cur.messages,
+            volume=cur.received * self.code.result_fraction, missing_partitions=len(missing),
+        )
+        self.stale_results = 0
+        self.totals["purged_tasks"] += purged
+        self.totals["iterations"] += 1
+        result = dec.result() if dec.values else None
+        actions.append(Decoded(cur.job, cur.iteration, result, missing, record))
+        return actions
+
+    def stop(self) -> list[Action]:
+        """End of the run: every worker is told to stop."""
+        return [SendStop(w) for w in sorted(self.workers)]
+
+    def on_stop_ack(self, worker: int) -> bool:
+        """A worker acknowledged STOP; True once all have."""
+        self.acked.add(worker)
+        return self.acked >= self.workers

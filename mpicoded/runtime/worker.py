@@ -1,0 +1,126 @@
+"""The worker loop: run the tasks of the newest iteration in order, send each result at once,
+and drop the rest the moment a PURGE, a newer ITERATE or a STOP arrives."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from ..delays import DelayModel
+from ..jobs import COMPUTE
+from .protocol import Message, Tag, iterate_fields, pack_control, pack_result
+from .transport import Backoff, Outbox, receive, wait_object
+
+MASTER = 0
+SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
+
+
+@dataclass
+class WorkerSetup:
+    """What the master places on a worker once, at start-up."""
+
+    worker: int
+    job: str
+    payloads: dict[int, dict[str, np.ndarray]]
+    task_cost: dict[int, float]
+    delay: DelayModel
+    single_message: bool
+
+
+class Worker:
+    """One worker rank; counters go back to the master in STOP_ACK."""
+
+    def __init__(self, comm: MPI.Comm, setup: WorkerSetup) -> None:
+        self.comm, self.setup = comm, setup
+        self.compute = COMPUTE[setup.job]
+        self.outbox = Outbox(comm)
+        self.computed = self.sent = self.dropped = 0
+        self.backlog: list[Message] = []  # control messages that arrived while busy
+
+    def next_message(self, block: bool) -> Message | None:
+        """The oldest unhandled message from the master (waiting with backoff if ``block``)."""
+        if self.backlog:
+            return self.backlog.pop(0)
+        backoff = Backoff()
+        while True:
+            got = receive(self.comm, source=MASTER)
+            if got is not None or not block:
+                return got[0] if got else None
+            self.outbox.prune()
+            backoff.wait()
+
+    def interrupted(self, job: int, iteration: int) -> bool:
+        """Drain pending control messages; True if (job, iteration) must be dropped now."""
+        while (msg := self.next_message(block=False)) is not None:
+            if msg.tag == Tag.PURGE and (msg.job, msg.iteration) != (job, iteration):
+                continue  # a purge of an iteration this worker already left behind
+            if msg.tag != Tag.PURGE:
+                self.backlog.append(msg)  # a newer ITERATE or STOP: handled after dropping
+            return True
+        return False
+
+    def serve_delay(self, seconds: float, job: int, iteration: int) -> bool:
+        """Sleep ``seconds`` in slices, polling; False if purged meanwhile."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(SLICE_S, left))
+            if self.interrupted(job, iteration):
+                return False
+        return not self.interrupted(job, iteration)
+
+    def run_iteration(self, msg: Message) -> None:
+        tasks, theta = iterate_fields(msg)
+        setup = self.setup
+        done_tasks: list[int] = []
+        done_values: list[np.ndarray] = []
+        for i, task in enumerate(tasks):
+            value = self.compute(setup.payloads[task], theta)
+            self.computed += 1
+            model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, task,
+                                                setup.task_cost[task])
+            if not self.serve_delay(setup.delay.seconds(model_time), msg.job, msg.iteration):
+                self.dropped += len(tasks) - i
+                return
+            if setup.single_message:
+                done_tasks.append(task)
+                done_values.append(value)
+            else:
+                self.send_result(msg, [task], [value])
+        if done_tasks:
+            self.send_result(msg, done_tasks, done_values)
+
+    def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
+        buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values)
+        self.outbox.send(buf, MASTER, Tag.RESULT)
+        self.sent += len(tasks)
+
+    def run(self) -> None:
+        """Serve iterations until STOP; then flush sends and acknowledge."""
+        while True:
+            msg = self.next_message(block=True)
+            assert msg is not None
+            if msg.tag == Tag.STOP:
+                break
+            if msg.tag == Tag.ITERATE:
+                self.run_iteration(msg)
+            # a PURGE seen here is for an iteration this worker already finished: nothing to drop
+        self.outbox.drain()
+        ack = pack_control(worker=self.setup.worker,
+                           counters=(self.computed, self.sent, self.dropped))
+        self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
+
+
+def run_worker(comm: MPI.Comm) -> int:
+    """Receive the set-up from the master, then serve until STOP; returns the exit status.
+
+    A set-up of ``int`` is the master's exit status for a run that ends before it starts (a usage
+    error found on rank 0): the worker leaves with it at once.
+    """
+    setup = wait_object(comm, MASTER, Tag.SETUP)
+    if isinstance(setup, int):
+        return setup
+    Worker(comm, setup).run()
+    return 0

@@ -1,0 +1,276 @@
+"""``mpirun -n P+1 python -m mpicoded.train [flags]``: coded gradient descent on P workers.
+
+Rank 0 parses and checks everything (flags, dataset, code) before any work starts; a usage error
+prints one line on rank 0 and every rank exits with status 2. Any other exception ends the whole
+run (MPI Abort) with the failing rank named, never a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from . import __version__
+from .codes import available_codes, make_code
+from .delays import DELAY_MODELS, DelayModel
+from .jobs import JOBS, DatasetError, load, make_job, synthetic
+
+USAGE_ERROR = 2
+
+EXAMPLES = """\
+examples:
+  mpirun -n 21 python -m mpicoded.train                      # defaults: logreg, frc s=3, seed001
+  mpirun -n 7 python -m mpicoded.train --code cyclic --stragglers 1 \\
+      --delay persistent --slow-workers 3 --slow-factor 10 --task-time 0.02
+  mpirun -n 21 python -m mpicoded.train --job linreg --dataset data.npz --metrics run.jsonl
+"""
+
+
+class UsageError(Exception):
+    """A user error: reported as one line on rank 0, exit status 2, no traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2 on this rank alone
+        raise UsageError(message)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: allowed >= 1")
+    return value
+
+
+def rank_list(text: str) -> list[int]:
+    try:
+        return [int(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ranks") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m mpicoded.train", description=__doc__.split("\n\n")[0],
+                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"mpicoded {__version__}")
+    g = p.add_argument_group("job")
+    g.add_argument("--job", choices=sorted(JOBS), default="logreg",
+                   help="logreg (coded partial gradients) or linreg (W·θ products); default logreg")
+    g.add_argument("--iterations", type=positive_int, default=50, help="default 50")
+    g.add_argument("--lr", type=float, default=None, help="step size; default 1/smoothness")
+    g.add_argument("--samples", type=positive_int, default=20000, help="synthetic data rows")
+    g.add_argument("--features", type=positive_int, default=50, help="synthetic data columns")
+    g.add_argument("--dataset", default=None,
+                   help=".npz with arrays X, y, or .csv whose last column is the target")
+    g = p.add_argument_group("code")
+    g.add_argument("--code", choices=available_codes(), default="frc", help="default frc")
+    g.add_argument("--stragglers", type=int, default=None,
+                   help="stragglers s the code tolerates; default 3 (0 for uncoded)")
+    g.add_argument("--target", choices=("sum", "each"), default=None,
+                   help="uncoded only: decode the gradient sum or every partition's value")
+    g = p.add_argument_group("injected delays")
+    g.add_argument("--delay", choices=DELAY_MODELS, default="seed001", help="default seed001")
+    g.add_argument("--seed", type=int, default=0, help="seeds data and delays; default 0")
+    g.add_argument("--mu", type=float, default=10.0, help="seed001 rate μ; default 10")
+    g.add_argument("--alpha", type=float, default=0.01, help="seed001 shift α; default 0.01")
+    g.add_argument("--task-time", type=float, default=0.01,
+                   help="persistent: model time of one unit of work; default 0.01")
+    g.add_argument("--slow-workers", type=rank_list, default=[],
+                   help="persistent: comma-separated MPI ranks (1..P) that are slow")
+    g.add_argument("--slow-factor", type=float, default=10.0, help="persistent; default 10")
+    g.add_argument("--time-scale", type=float, default=1.0,
+                   help="seconds per model time unit; default 1")
+    g = p.add_argument_group("output")
+    g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
+                   "then one run record)")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+@dataclass
+class Plan:
+    """Everything rank 0 built from the flags before the run starts."""
+
+    args: argparse.Namespace
+    code: object
+    job: object
+    delay: DelayModel
+    metrics: TextIO | None
+
+
+def plan_run(argv: list[str], n_workers: int) -> Plan:
+    """Parse and check the flags for ``n_workers`` workers; raises UsageError on user errors."""
+    args = build_parser().parse_args(argv)
+    if n_workers < 1:
+        raise UsageError("mpicoded.train needs at least 2 MPI ranks (a master and a worker), "
+                         "e.g. mpirun -n 21 python -m mpicoded.train")
+    bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]
+    if bad:
+        raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
+    params: dict = {}
+    if args.code != "uncoded":
+        params["stragglers"] = 3 if args.stragglers is None else args.stragglers
+    elif args.stragglers not in (None, 0):
+        raise UsageError(f"--stragglers {args.stragglers}: uncoded tolerates none, allowed 0")
+    if args.target is not None:
+        if args.code != "uncoded":
+            raise UsageError(f"--target applies to --code uncoded only, not {args.code}")
+        params["target"] = args.target
+    try:
+        code = make_code(args.code, n_workers=n_workers, **params)
+        delay = DelayModel(kind=args.delay, seed=args.seed, mu=args.mu, alpha=args.alpha,
+                           task_time=args.task_time, slow_factor=args.slow_factor,
+                           slow=frozenset(r - 1 for r in args.slow_workers),
+                           time_scale=args.time_scale)
+        data = (load(args.dataset) if args.dataset
+                else synthetic(args.job, args.samples, args.features, args.seed))
+        job = make_job(args.job, data, code, args.lr)
+    except (ValueError, DatasetError) as exc:
+        raise UsageError(str(exc)) from None
+    metrics = None
+    if args.metrics:
+        try:
+            Path(args.metrics).parent.mkdir(parents=True, exist_ok=True)
+            metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
+        except OSError as exc:
+            raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
+    return Plan(args, code, job, delay, metrics)
+
+
+class Progress:
+    """Rank 0's progress lines (about ten a run) on stderr."""
+
+    def __init__(self, total: int, quiet: bool, metrics: TextIO | None) -> None:
+        self.total, self.quiet, self.metrics = total, quiet, metrics
+        self.every = max(1, total // 10)
+        self.wall = 0.0
+        self.purged = 0
+
+    def __call__(self, record, loss: float) -> None:
+        self.wall += record.wall_s
+        self.purged += record.purged_tasks
+        if self.metrics is not None:
+            row = {"record": "iteration", **record.__dict__, "loss": loss}
+            self.metrics.write(json.dumps(row) + "\n")
+        done = record.iteration + 1
+        if not self.quiet and (done % self.every == 0 or done == self.total):
+            print(f"[mpicoded] iteration {done}/{self.total}  loss {loss:.6f}  "
+                  f"mean {self.wall / done * 1e3:.1f} ms/it  purged {self.purged}",
+                  file=sys.stderr, flush=True)
+
+
+def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
+    """The final metrics line: config, code, totals and the makespan."""
+    records = result.records
+    wall = [r.wall_s for r in records]
+    return {
+        "record": "run",
+        "config": {k: v for k, v in vars(plan.args).items() if k != "metrics"},
+        "code": plan.code.describe(),
+        "delay": plan.delay.describe(),
+        "n_workers": n_workers,
+        "iterations": len(records),
+        "mean_iteration_s": sum(wall) / len(wall),
+        "makespan_s": result.makespan_s,
+        "initial_loss": initial_loss,
+        "final_loss": result.losses[-1],
+        **{f"total_{k}": v for k, v in result.totals.items()},
+        "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
+        "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
+    }
+
+
+def main_master(comm, argv: list[str]) -> int:
+    """Rank 0: plan, place data, run, report."""
+    from .runtime.master import Master, place_data
+    from .runtime.protocol import Tag
+
+    n_workers = comm.Get_size() - 1
+    try:
+        plan = plan_run(argv, n_workers)
+    except UsageError as exc:
+        print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)
+        status = USAGE_ERROR
+    except SystemExit as exc:  # --help, --version
+        status = int(exc.code or 0)
+    else:
+        status = None
+    if status is not None:
+        for rank in range(1, comm.Get_size()):
+            comm.send(status, dest=rank, tag=int(Tag.SETUP))
+        return status
+    args = plan.args
+    progress = Progress(args.iterations, args.quiet, plan.metrics)
+    if not args.quiet:
+        print(f"[mpicoded] {args.job} on {plan.job.data.source}: code {plan.code.name} "
+              f"{plan.code.params.get('stragglers', 0)} stragglers, {n_workers} workers, "
+              f"delay {args.delay}", file=sys.stderr, flush=True)
+    place_data(comm, plan.code, plan.job, plan.delay)
+    master = Master(comm, plan.code, plan.job, on_iteration=progress)
+    start_loss = plan.job.loss(master.theta)
+    result = master.run(args.iterations)
+    record = run_record(plan, result, n_workers, start_loss)
+    if plan.metrics is not None:
+        plan.metrics.write(json.dumps(record) + "\n")
+        plan.metrics.close()
+    print(summary_table(record))
+    return 0
+
+
+def summary_table(record: dict) -> str:
+    rows = [
+        ("iterations", f"{record['iterations']}"),
+        ("mean iteration", f"{record['mean_iteration_s'] * 1e3:.1f} ms"),
+        ("makespan", f"{record['makespan_s']:.3f} s"),
+        ("results received", f"{record['total_results_received']:.0f}"),
+        ("stale results dropped", f"{record['total_stale_results']:.0f}"),
+        ("tasks purged", f"{record['total_purged_tasks']:.0f}"),
+        ("loss", f"{record['initial_loss']:.6f} -> {record['final_loss']:.6f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point on every rank."""
+    from mpi4py import MPI
+
+    from . import limit_blas_threads
+    from .runtime.worker import run_worker
+
+    limit_blas_threads()
+    comm = MPI.COMM_WORLD
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if comm.Get_rank() == 0:
+            return main_master(comm, argv)
+        return run_worker(comm)
+    except Exception:  # an error on any rank ends the whole run, never a hang
+        _abort(comm)
+    return 1
+
+
+def _abort(comm) -> None:
+    """Report the exception with its rank and abort every rank of the job."""
+    from .runtime.protocol import Tag
+
+    text = traceback.format_exc()
+    rank = comm.Get_rank()
+    if rank != 0:  # carry it to the master, which names the rank; abort ourselves if it can't
+        try:
+            comm.send(text, dest=0, tag=int(Tag.ERROR))
+            time.sleep(10)
+        except Exception:  # noqa: BLE001 - already failing; the abort below still happens
+            pass
+    print(f"mpicoded: rank {rank} failed:\n{text}", file=sys.stderr, flush=True)
+    comm.Abort(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

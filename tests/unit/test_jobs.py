@@ -1,0 +1,111 @@
+"""Jobs: coded tasks combine to the true gradient, training learns, bad datasets are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpicoded.codes import make_code
+from mpicoded.jobs import COMPUTE, DatasetError, load, make_job, synthetic
+
+
+def true_gradient(job, theta):
+    """Full-batch gradient computed directly from the data."""
+    X, y, n = job.data.X, job.data.y, job.data.n_samples
+    if job.name == "logreg":
+        from mpicoded.jobs.logreg import REG
+        return X.T @ (1 / (1 + np.exp(-X @ theta)) - y) / n + REG * theta
+    return X.T @ (X @ theta - y) / n
+
+
+def decode(job, code, theta, skip=()):
+    dec = code.decoder()
+    for t in range(code.n_tasks):
+        if t not in skip and dec.add(t, COMPUTE[job.name](job.payload(t), theta)):
+            break
+    return dec
+
+
+CODES = [("frc", {"stragglers": 1}), ("cyclic", {"stragglers": 2}), ("uncoded", {}),
+         ("uncoded", {"target": "each"})]
+
+
+@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
+@pytest.mark.parametrize(("codename", "params"), CODES)
+def test_decoded_gradient_is_the_full_gradient(jobname, codename, params):
+    code = make_code(codename, 6, **params)
+    job = make_job(jobname, synthetic(jobname, 300, 8, seed=1), code)
+    theta = np.random.default_rng(0).standard_normal(8) * 0.3
+    skip = (0, 1)[: code.params.get("stragglers", 0)]
+    dec = decode(job, code, theta, skip)
+    got = job.gradient(theta, dec.result(), dec.missing_partitions)
+    assert np.allclose(got, true_gradient(job, theta), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
+def test_training_learns(jobname):
+    code = make_code("frc", 4, stragglers=1)
+    job = make_job(jobname, synthetic(jobname, 400, 6, seed=2), code)
+    theta = np.zeros(6)
+    start = job.loss(theta)
+    for _ in range(60):
+        dec = decode(job, code, theta)
+        theta = job.update(theta, dec.result(), dec.missing_partitions)
+    assert job.loss(theta) < 0.5 * start
+    if jobname == "logreg":
+        assert job.accuracy(theta) > 0.85
+
+
+def test_linreg_each_leaves_missing_blocks_out():
+    code = make_code("uncoded", 3, target="each")
+    job = make_job("linreg", synthetic("linreg", 90, 6, seed=0), code)
+    theta = np.ones(6)
+    dec = code.decoder(tolerance=1)
+    for t in (0, 2):
+        dec.add(t, COMPUTE["linreg"](job.payload(t), theta))
+    grad = job.gradient(theta, dec.result(), dec.missing_partitions)
+    full = true_gradient(job, theta)
+    assert np.array_equal(grad[2:4], np.zeros(2))
+    assert np.allclose(grad[[0, 1, 4, 5]], full[[0, 1, 4, 5]])
+
+
+def test_load_npz_and_csv(tmp_path):
+    X = np.arange(12.0).reshape(4, 3)
+    y = np.array([0.0, 1.0, 1.0, 0.0])
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    assert np.array_equal(load(tmp_path / "d.npz").X, X)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",", header="a,b,c,y",
+               comments="")
+    got = load(tmp_path / "d.csv")
+    assert np.array_equal(got.X, X) and np.array_equal(got.y, y)
+
+
+@pytest.mark.parametrize(("content", "name", "message"), [
+    (None, "missing.npz", "no such file"),
+    (b"a,b\n1,x\n", "bad.csv", "NaN, infinite or non-numeric"),
+    (b"hello", "bad.npz", "cannot be read"),
+    (b"1,2\n", "d.txt", "unknown format"),
+])
+def test_bad_datasets(tmp_path, content, name, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(DatasetError, match=message):
+        load(path)
+
+
+def test_npz_without_arrays(tmp_path):
+    np.savez(tmp_path / "d.npz", A=np.ones(3))
+    with pytest.raises(DatasetError, match="needs arrays 'X' and 'y'"):
+        load(tmp_path / "d.npz")
+
+
+def test_logreg_refuses_non_binary_labels():
+    data = synthetic("linreg", 20, 2, seed=0)
+    with pytest.raises(DatasetError, match="labels 0/1"):
+        make_job("logreg", data, make_code("uncoded", 2))
+
+
+def test_too_many_partitions_for_the_data():
+    with pytest.raises(DatasetError, match="need at least 8 rows"):
+        make_job("linreg", synthetic("linreg", 5, 2, seed=0), make_code("uncoded", 8))

@@ -1,0 +1,35 @@
+"""Wire format round trips (pure numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mpicoded.runtime.protocol import (
+    Tag,
+    iterate_fields,
+    pack_control,
+    pack_iterate,
+    pack_result,
+    result_fields,
+    unpack,
+)
+
+
+def test_iterate_round_trip():
+    theta = np.linspace(-1, 1, 9)
+    msg = unpack(Tag.ITERATE, pack_iterate(3, 41, (4, 0, 7), theta))
+    assert (msg.tag, msg.job, msg.iteration) == (Tag.ITERATE, 3, 41)
+    tasks, got = iterate_fields(msg)
+    assert tasks == (4, 0, 7) and np.array_equal(got, theta)
+
+
+def test_result_round_trip_single_and_multi():
+    values = [np.arange(5.0), np.arange(5.0) * 2]
+    msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8, 9], values))
+    tasks, got = result_fields(msg)
+    assert msg.worker == 6 and tasks == [8, 9] and np.array_equal(got, np.stack(values))
+
+
+def test_control_carries_counters():
+    msg = unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3)))
+    assert msg.worker == 3 and list(msg.payload) == [10, 7, 3]

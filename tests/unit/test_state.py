@@ -1,0 +1,96 @@
+"""MasterState without MPI: purges, stale results, exactly one decode per iteration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpicoded.codes import make_code
+from mpicoded.runtime.state import Decoded, MasterState, SendIterate, SendPurge, SendStop
+
+
+def value(code, task, f):
+    return (code.B[task] @ f)[None, :]
+
+
+@pytest.fixture
+def frc6():
+    return make_code("frc", 6, stragglers=1)  # groups {0,1} {2,3} {4,5}
+
+
+def test_start_sends_each_worker_its_schedule(frc6):
+    state = MasterState(frc6)
+    actions = state.start_iteration(0, 0, now=0.0)
+    assert actions == [SendIterate(w, 0, 0, (w,)) for w in range(6)]
+
+
+def test_decode_purges_exactly_the_workers_with_work_left(frc6):
+    f = np.random.default_rng(0).standard_normal((6, 3))
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, now=1.0)
+    assert state.on_result(0, 0, 0, [0], value(frc6, 0, f), now=1.1) == []
+    assert state.on_result(2, 0, 0, [2], value(frc6, 2, f), now=1.2) == []
+    actions = state.on_result(5, 0, 0, [5], value(frc6, 5, f), now=1.5)
+    purges = [a for a in actions if isinstance(a, SendPurge)]
+    assert [p.worker for p in purges] == [1, 3, 4]
+    decoded = actions[-1]
+    assert isinstance(decoded, Decoded)
+    assert np.allclose(decoded.result, f.sum(axis=0))
+    rec = decoded.record
+    assert rec.purged_tasks == 3 and rec.results_received == 3 and rec.results_used == 3
+    assert rec.messages == 3 and rec.volume == 3.0 and rec.missing_partitions == 0
+    assert rec.wall_s == pytest.approx(0.5)
+
+
+def test_exactly_one_decode_and_late_results_are_stale(frc6):
+    f = np.ones((6, 2))
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, now=0.0)
+    decodes = 0
+    for w in (0, 2, 4, 1, 3, 5):
+        decodes += sum(isinstance(a, Decoded) for a in state.on_result(w, 0, 0, [w],
+                                                                          value(frc6, w, f), 0.1))
+    assert decodes == 1
+    assert state.stale_results == 3  # workers 1, 3, 5 arrived after the decode
+    state.start_iteration(0, 1, now=1.0)
+    # a result of iteration 0 arriving during iteration 1 is counted and never decoded
+    assert state.on_result(1, 0, 0, [1], value(frc6, 1, f), 1.1) == []
+    assert state.stale_results == 4
+    assert state.current.decoder.results_used == 0
+    for w in (0, 2):
+        state.on_result(w, 0, 1, [w], value(frc6, w, f), 1.2)
+    decoded = state.on_result(4, 0, 1, [4], value(frc6, 4, f), 1.3)[-1]
+    assert decoded.record.stale_results == 4 and state.stale_results == 0
+    assert state.totals["stale_results"] == 4 and state.totals["iterations"] == 2
+
+
+def test_cannot_start_before_decoding(frc6):
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, 0.0)
+    with pytest.raises(RuntimeError, match="still open"):
+        state.start_iteration(0, 1, 0.0)
+
+
+def test_ids_only_mode_for_simulation(frc6):
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, 0.0)
+    for w in (1, 3):
+        state.on_result(w, 0, 0, [w], None, 0.0)
+    decoded = state.on_result(4, 0, 0, [4], None, 0.0)[-1]
+    assert isinstance(decoded, Decoded) and decoded.result is None
+
+
+def test_multi_result_message_counts_one_message():
+    code = make_code("uncoded", 2, target="each")
+    state = MasterState(code)
+    state.start_iteration(0, 0, 0.0)
+    assert state.on_result(0, 0, 0, [0], np.ones((1, 2)), 0.0) == []
+    decoded = state.on_result(1, 0, 0, [1], np.ones((1, 2)), 0.0)[-1]
+    assert decoded.record.messages == 2 and decoded.record.volume == pytest.approx(1.0)
+
+
+def test_stop_and_acks(frc6):
+    state = MasterState(frc6)
+    assert state.stop() == [SendStop(w) for w in range(6)]
+    assert not any(state.on_stop_ack(w) for w in range(5))
+    assert state.on_stop_ack(5)

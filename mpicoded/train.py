@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from . import limit_blas_threads
+    from .runtime.transport import WorkerError
     from .runtime.worker import run_worker
 
     limit_blas_threads()
@@ -251,25 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         if comm.Get_rank() == 0:
             return main_master(comm, argv)
         return run_worker(comm)
-    except Exception:  # an error on any rank ends the whole run, never a hang
-        _abort(comm)
-    return 1
-
-
-def _abort(comm) -> None:
-    """Report the exception with its rank and abort every rank of the job."""
-    from .runtime.protocol import Tag
-
-    text = traceback.format_exc()
-    rank = comm.Get_rank()
-    if rank != 0:  # carry it to the master, which names the rank; abort ourselves if it can't
-        try:
-            comm.send(text, dest=0, tag=int(Tag.ERROR))
-            time.sleep(10)
-        except Exception:  # noqa: BLE001 - already failing; the abort below still happens
-            pass
-    print(f"mpicoded: rank {rank} failed:\n{text}", file=sys.stderr, flush=True)
+    except WorkerError as exc:  # a task raised on a worker: name it, then end every rank
+        print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
+    except Exception:  # an error anywhere else ends the whole run too, never a hang
+        print(f"mpicoded: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
     comm.Abort(1)
+    return 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from ..delays import DelayModel
 from ..jobs import Job
 from .protocol import Tag, pack_control, pack_iterate, result_fields
 from .state import Action, Decoded, IterationRecord, MasterState, SendIterate, SendPurge, SendStop
-from .transport import Backoff, Outbox, receive
+from .transport import Backoff, Outbox, WorkerError, receive
 from .worker import WorkerSetup
 
 
@@ -105,6 +105,20 @@ class Master:
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         return decoded.record
 
+    def shutdown(self) -> None:
+        """STOP every worker and wait for all acknowledgements (results still arriving are stale).
+
+        Also the way out after a WorkerError: the failed worker is still serving and acks too.
+        """
+        self.execute(self.state.stop())
+        while True:
+            try:
+                self.pump(lambda: self.state.acked >= self.state.workers)
+                break
+            except WorkerError:
+                continue  # a second worker's failure changes nothing now: keep draining
+        self.outbox.drain()
+
     def run(self, iterations: int, job: int = 0) -> RunResult:
         """All iterations, then STOP; the makespan ends when every worker acknowledged."""
         start = time.perf_counter()
@@ -115,9 +129,7 @@ class Master:
             self.losses.append(loss)
             if self.on_iteration is not None:
                 self.on_iteration(record, loss)
-        self.execute(self.state.stop())
-        self.pump(lambda: self.state.acked >= self.state.workers)
+        self.shutdown()
         makespan = time.perf_counter() - start
-        self.outbox.drain()
         return RunResult(self.theta, self.records, self.losses, makespan,
                          dict(self.state.totals), self.counters)

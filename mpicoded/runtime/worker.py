@@ -4,6 +4,7 @@ and drop the rest the moment a PURGE, a newer ITERATE or a STOP arrives."""
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,7 +106,10 @@ class Worker:
             if msg.tag == Tag.STOP:
                 break
             if msg.tag == Tag.ITERATE:
-                self.run_iteration(msg)
+                try:
+                    self.run_iteration(msg)
+                except Exception:  # carried back with our rank; the master decides what follows
+                    self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
             # a PURGE seen here is for an iteration this worker already finished: nothing to drop
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,

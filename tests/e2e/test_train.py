@@ -1,0 +1,87 @@
+"""End to end: ``mpirun ... python -m mpicoded.train`` in a subprocess, killed on timeout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpicoded.launcher import run_mpi
+
+ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
+                    "purged_tasks", "messages", "volume", "missing_partitions", "loss"}
+
+
+def train(ranks, *flags, timeout=150):
+    return run_mpi(ranks, ["-m", "mpicoded.train", *flags], timeout=timeout)
+
+
+def read_metrics(path):
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in rows if r["record"] == "iteration"], rows[-1]
+
+
+def test_default_run_on_21_ranks(tmp_path):
+    """The README's demonstration: defaults, 20 workers, exit 0, well-formed metrics, learning."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(21, "--metrics", str(metrics))
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    assert len(iterations) == 50
+    for i, row in enumerate(iterations):
+        assert ITERATION_FIELDS <= set(row), set(row) ^ ITERATION_FIELDS
+        assert row["iteration"] == i and row["wall_s"] > 0
+        assert row["results_used"] >= 5  # frc s=3 on 20 workers: one result from each of 5 groups
+    assert run["record"] == "run" and run["n_workers"] == 20
+    assert run["code"]["name"] == "frc" and run["code"]["stragglers"] == 3
+    assert run["makespan_s"] >= sum(r["wall_s"] for r in iterations)
+    assert run["total_purged_tasks"] > 0 and run["worker_dropped_tasks"] > 0
+    assert run["final_loss"] < 0.5 * run["initial_loss"]
+    assert "tasks purged" in done.output and "Traceback" not in done.output
+
+
+def test_persistent_straggler_linreg_each(tmp_path):
+    """A 20x straggler under cyclic s=1 is purged every iteration; linreg learns."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(7, "--job", "linreg", "--code", "cyclic", "--stragglers", "1", "--delay",
+                 "persistent", "--task-time", "0.005", "--slow-workers", "4", "--slow-factor", "20",
+                 "--iterations", "12", "--samples", "3000", "--features", "12",
+                 "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    assert all(r["purged_tasks"] >= 1 for r in iterations)
+    assert run["final_loss"] < 0.1 * run["initial_loss"]
+
+
+def test_uncoded_each_target(tmp_path):
+    metrics = tmp_path / "run.jsonl"
+    done = train(5, "--job", "linreg", "--code", "uncoded", "--target", "each", "--delay", "none",
+                 "--iterations", "5", "--samples", "400", "--features", "8",
+                 "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    assert [r["results_received"] for r in iterations] == [4] * 5
+    assert iterations[0]["volume"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--code", "frc", "--stragglers", "2"], "frc needs (stragglers + 1) to divide n_workers=4"),
+    (["--stragglers", "9"], "stragglers=9 is out of range"),
+    (["--dataset", "/no/such/file.npz"], "no such file"),
+    (["--metrics", "/proc/nope/m.jsonl"], "cannot be written"),
+    (["--slow-workers", "9"], "--slow-workers [9]: allowed ranks 1..4"),
+    (["--iterations", "0"], "argument --iterations"),
+    (["--delay", "seed001", "--mu", "0"], "mu=0.0 is out of range"),
+])
+def test_usage_errors_exit_2_with_one_line(flags, message):
+    done = train(5, *flags, timeout=60)
+    assert done.returncode == 2, done.output[-2000:]
+    errors = [line for line in done.output.splitlines() if line.startswith("mpicoded.train: error:")]
+    assert len(errors) == 1 and message in errors[0], done.output[-2000:]
+    assert "Traceback" not in done.output
+
+
+def test_help_exits_0():
+    done = train(2, "--help", timeout=60)
+    assert done.returncode == 0 and "examples:" in done.output

@@ -83,11 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--slow-workers", type=rank_list, default=[],
                    help="persistent: comma-separated MPI ranks (1..P) that are slow")
     g.add_argument("--slow-factor", type=float, default=10.0, help="persistent; default 10")
+    g.add_argument("--no-purge", action="store_true",
+                   help="never purge: workers finish every task, however stale (how public peers "
+                   "behave; for comparison only)")
     g.add_argument("--time-scale", type=float, default=1.0,
                    help="seconds per model time unit; default 1")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
                    "then one run record)")
+    g.add_argument("--loss-every", type=int, default=1, metavar="K",
+                   help="evaluate the training loss every K iterations and at the end (a pass "
+                   "over all the data on rank 0); 0: at the end only; default 1")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -109,6 +115,8 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
     if n_workers < 1:
         raise UsageError("mpicoded.train needs at least 2 MPI ranks (a master and a worker), "
                          "e.g. mpirun -n 21 python -m mpicoded.train")
+    if args.loss_every < 0:
+        raise UsageError(f"--loss-every {args.loss_every} is out of range: allowed >= 0")
     bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
@@ -150,16 +158,19 @@ class Progress:
         self.every = max(1, total // 10)
         self.wall = 0.0
         self.purged = 0
+        self.loss: float | None = None
 
-    def __call__(self, record, loss: float) -> None:
+    def __call__(self, record, loss: float | None) -> None:
         self.wall += record.wall_s
         self.purged += record.purged_tasks
+        self.loss = loss if loss is not None else self.loss
         if self.metrics is not None:
             row = {"record": "iteration", **record.__dict__, "loss": loss}
             self.metrics.write(json.dumps(row) + "\n")
         done = record.iteration + 1
         if not self.quiet and (done % self.every == 0 or done == self.total):
-            print(f"[mpicoded] iteration {done}/{self.total}  loss {loss:.6f}  "
+            shown = "-" if self.loss is None else f"{self.loss:.6f}"
+            print(f"[mpicoded] iteration {done}/{self.total}  loss {shown}  "
                   f"mean {self.wall / done * 1e3:.1f} ms/it  purged {self.purged}",
                   file=sys.stderr, flush=True)
 
@@ -210,8 +221,9 @@ def main_master(comm, argv: list[str]) -> int:
         print(f"[mpicoded] {args.job} on {plan.job.data.source}: code {plan.code.name} "
               f"{plan.code.params.get('stragglers', 0)} stragglers, {n_workers} workers, "
               f"delay {args.delay}", file=sys.stderr, flush=True)
-    place_data(comm, plan.code, plan.job, plan.delay)
-    master = Master(comm, plan.code, plan.job, on_iteration=progress)
+    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge)
+    master = Master(comm, plan.code, plan.job, purge=not args.no_purge,
+                    loss_every=args.loss_every, on_iteration=progress)
     start_loss = plan.job.loss(master.theta)
     result = master.run(args.iterations)
     record = run_record(plan, result, n_workers, start_loss)

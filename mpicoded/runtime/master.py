@@ -24,7 +24,7 @@ class RunResult:
 
     theta: np.ndarray
     records: list[IterationRecord]
-    losses: list[float]
+    losses: list[float | None]
     makespan_s: float
     totals: dict[str, float] = field(default_factory=dict)
     worker_counters: dict[int, tuple[int, int, int]] = field(default_factory=dict)
@@ -35,14 +35,14 @@ def rank_of(worker: int) -> int:
     return worker + 1
 
 
-def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel) -> None:
+def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True) -> None:
     """Send every worker, once, the payloads of all tasks in its schedule and its settings."""
     cost = code.task_cost
     for w, tasks in enumerate(code.schedule):
         setup = WorkerSetup(
             worker=w, job=job.name, payloads={t: job.payload(t) for t in tasks},
             task_cost={t: float(cost[t]) for t in tasks}, delay=delay,
-            single_message=code.messages == "single",
+            single_message=code.messages == "single", purge=purge,
         )
         comm.send(setup, dest=rank_of(w), tag=int(Tag.SETUP))
 
@@ -50,15 +50,18 @@ def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel) -> None:
 class Master:
     """Rank 0: runs ``iterations`` iterations of ``job`` over the workers of ``comm``."""
 
-    def __init__(self, comm: MPI.Comm, code: Code, job: Job, tolerance: int = 0,
-                 on_iteration: Callable[[IterationRecord, float], None] | None = None) -> None:
+    def __init__(self, comm: MPI.Comm, code: Code, job: Job, tolerance: int = 0, purge: bool = True,
+                 loss_every: int = 1,
+                 on_iteration: Callable[[IterationRecord, float | None], None] | None = None) -> None:
         self.comm, self.code, self.job = comm, code, job
-        self.state = MasterState(code, tolerance)
+        self.loss_every = loss_every
+        self.iterations = 0
+        self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
         self.on_iteration = on_iteration
         self.theta = np.zeros(job.dim)
         self.records: list[IterationRecord] = []
-        self.losses: list[float] = []
+        self.losses: list[float | None] = []
         self.counters: dict[int, tuple[int, int, int]] = {}
         self.decoded: Decoded | None = None
 
@@ -96,14 +99,28 @@ class Master:
             else:
                 raise RuntimeError(f"master got an unexpected {msg.tag.name} from rank {src}")
 
-    def run_iteration(self, job: int, iteration: int) -> IterationRecord:
+    def start_iteration(self, job: int, iteration: int) -> None:
         self.decoded = None
         self.execute(self.state.start_iteration(job, iteration, time.perf_counter()))
+
+    def finish_iteration(self) -> IterationRecord:
+        """Wait until the open iteration decodes; step theta."""
         self.pump(lambda: self.decoded is not None)
         decoded = self.decoded
         assert decoded is not None and decoded.result is not None
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         return decoded.record
+
+    def report(self, record: IterationRecord) -> None:
+        """Record an iteration with the loss of the theta it produced (every ``loss_every``-th
+        iteration, and the last: the loss costs a pass over all the data on rank 0)."""
+        last = len(self.records) + 1 == self.iterations
+        due = self.loss_every and (record.iteration + 1) % self.loss_every == 0
+        loss = self.job.loss(self.theta) if due or last else None
+        self.records.append(record)
+        self.losses.append(loss)
+        if self.on_iteration is not None:
+            self.on_iteration(record, loss)
 
     def shutdown(self) -> None:
         """STOP every worker and wait for all acknowledgements (results still arriving are stale).
@@ -120,15 +137,21 @@ class Master:
         self.outbox.drain()
 
     def run(self, iterations: int, job: int = 0) -> RunResult:
-        """All iterations, then STOP; the makespan ends when every worker acknowledged."""
+        """All iterations, then STOP; the makespan ends when every worker acknowledged.
+
+        The loss of iteration t's result is computed after iteration t+1 is sent out, while the
+        workers compute, so that bookkeeping never delays them.
+        """
         start = time.perf_counter()
+        self.iterations = iterations
+        previous: IterationRecord | None = None
         for it in range(iterations):
-            record = self.run_iteration(job, it)
-            loss = self.job.loss(self.theta)
-            self.records.append(record)
-            self.losses.append(loss)
-            if self.on_iteration is not None:
-                self.on_iteration(record, loss)
+            self.start_iteration(job, it)
+            if previous is not None:
+                self.report(previous)
+            previous = self.finish_iteration()
+        if previous is not None:
+            self.report(previous)
         self.shutdown()
         makespan = time.perf_counter() - start
         return RunResult(self.theta, self.records, self.losses, makespan,

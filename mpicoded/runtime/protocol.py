@@ -27,7 +27,7 @@ class Tag(IntEnum):
     ERROR = 7  # worker -> master: an exception, as text (pickled)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """A decoded message: header fields and the payload that follows them."""
 
@@ -42,16 +42,21 @@ class Message:
 
 def pack(job: int, iteration: int, task: int, worker: int, *parts: np.ndarray) -> np.ndarray:
     """One contiguous buffer: header (``count`` = length of the first part) then every part."""
-    flat = [np.ravel(np.asarray(p, dtype=np.float64)) for p in parts]
-    count = len(flat[0]) if flat else 0
-    return np.concatenate([np.array([job, iteration, task, worker, count], dtype=np.float64), *flat])
+    sizes = [np.size(p) for p in parts]
+    buf = np.empty(HEADER + sum(sizes), dtype=np.float64)
+    buf[:HEADER] = (job, iteration, task, worker, sizes[0] if sizes else 0)
+    at = HEADER
+    for part, size in zip(parts, sizes, strict=True):
+        buf[at : at + size] = np.ravel(part)
+        at += size
+    return buf
 
 
 def unpack(tag: int, buf: np.ndarray) -> Message:
     """Read a buffer produced by ``pack``."""
     if len(buf) < HEADER:
         raise ValueError(f"message with tag {tag} has {len(buf)} values, fewer than the header's {HEADER}")
-    job, iteration, task, worker, count = (int(v) for v in buf[:HEADER])
+    job, iteration, task, worker, count = buf[:HEADER].astype(np.int64).tolist()
     return Message(Tag(tag), job, iteration, task, worker, count, buf[HEADER:])
 
 

@@ -88,6 +88,7 @@ class MasterState:
 
     code: Code
     tolerance: int = 0
+    purge: bool = True  # False: never purge (public peers' behaviour, kept for comparison)
     workers: set[int] = field(default_factory=set)
     current: _Iteration | None = None
     stale_results: int = 0  # stale results since the last record (go into the next one)
@@ -135,7 +136,7 @@ class MasterState:
         actions: list[Action] = []
         purged = 0
         for w in sorted(cur.outstanding):
-            if cur.outstanding[w]:
+            if cur.outstanding[w] and self.purge:
                 purged += len(cur.outstanding[w])
                 actions.append(SendPurge(w, cur.job, cur.iteration))
         dec = cur.decoder

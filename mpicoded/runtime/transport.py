@@ -15,18 +15,26 @@ from .protocol import Message, Tag, unpack
 
 
 class Backoff:
-    """Sleeps that double from ``first`` up to ``cap`` seconds while nothing happens."""
+    """Sleeps that double from ``first`` up to ``cap`` while nothing happens.
 
-    def __init__(self, first: float = 2e-5, cap: float = 1e-3) -> None:
-        self.first, self.cap = first, cap
-        self.delay = first
+    After ``patience`` seconds of nothing the cap rises to ``idle_cap``: a rank that is about to
+    get work answers within ``cap``, a rank idle for long costs the shared cores almost nothing.
+    """
+
+    def __init__(self, first: float = 2e-5, cap: float = 2.5e-4, patience: float = 0.05,
+                 idle_cap: float = 2e-3) -> None:
+        self.first, self.cap, self.patience, self.idle_cap = first, cap, patience, idle_cap
+        self.reset()
 
     def reset(self) -> None:
         self.delay = self.first
+        self.slept = 0.0
 
     def wait(self) -> None:
         time.sleep(self.delay)
-        self.delay = min(self.cap, self.delay * 2)
+        self.slept += self.delay
+        cap = self.cap if self.slept < self.patience else self.idle_cap
+        self.delay = min(cap, self.delay * 2)
 
 
 class Outbox:
@@ -34,16 +42,19 @@ class Outbox:
 
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm = comm
-        self.pending: list[tuple[MPI.Request, np.ndarray]] = []
+        self.pending: list[MPI.Request] = []
+        self.buffers: list[np.ndarray] = []
 
     def send(self, buf: np.ndarray, dest: int, tag: Tag) -> None:
-        self.pending.append((self.comm.Isend([buf, MPI.DOUBLE], dest=dest, tag=int(tag)), buf))
-        if len(self.pending) > 64:
-            self.prune()
+        self.pending.append(self.comm.Isend([buf, MPI.DOUBLE], dest=dest, tag=int(tag)))
+        self.buffers.append(buf)
 
     def prune(self) -> None:
-        """Forget completed sends."""
-        self.pending = [(req, buf) for req, buf in self.pending if not req.Test()]
+        """Forget completed sends (one Testsome call over all of them)."""
+        if self.pending and MPI.Request.Testsome(self.pending):
+            keep = [i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL]
+            self.pending = [self.pending[i] for i in keep]
+            self.buffers = [self.buffers[i] for i in keep]
 
     def drain(self) -> None:
         """Wait for every send without hot-spinning."""
@@ -70,9 +81,12 @@ def wait_object(comm: MPI.Comm, source: int, tag: Tag) -> object:
     return comm.recv(source=source, tag=int(tag))
 
 
+_STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops
+
+
 def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE) -> tuple[Message, int] | None:
     """One pending message (and its source rank) if any, else None; ERROR raises WorkerError."""
-    status = MPI.Status()
+    status = _STATUS
     if not comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
         return None
     src, tag = status.Get_source(), status.Get_tag()

@@ -29,6 +29,7 @@ class WorkerSetup:
     task_cost: dict[int, float]
     delay: DelayModel
     single_message: bool
+    purge: bool = True
 
 
 class Worker:
@@ -54,17 +55,26 @@ class Worker:
             backoff.wait()
 
     def interrupted(self, job: int, iteration: int) -> bool:
-        """Drain pending control messages; True if (job, iteration) must be dropped now."""
-        while (msg := self.next_message(block=False)) is not None:
-            if msg.tag == Tag.PURGE and (msg.job, msg.iteration) != (job, iteration):
-                continue  # a purge of an iteration this worker already left behind
+        """Read what the master sent meanwhile; True if (job, iteration) must be dropped now."""
+        while (got := receive(self.comm, source=MASTER)) is not None:
+            msg = got[0]
             if msg.tag != Tag.PURGE:
                 self.backlog.append(msg)  # a newer ITERATE or STOP: handled after dropping
-            return True
+                return True
+            if (msg.job, msg.iteration) == (job, iteration):
+                return True
+            # else: a purge of an iteration this worker already left behind
         return False
 
     def serve_delay(self, seconds: float, job: int, iteration: int) -> bool:
-        """Sleep ``seconds`` in slices, polling; False if purged meanwhile."""
+        """Sleep ``seconds`` in slices, polling; False if purged meanwhile.
+
+        Without purging (``--no-purge``, how public peers behave) the worker sleeps it out and
+        finishes every task it was given, however stale.
+        """
+        if not self.setup.purge:
+            time.sleep(seconds)
+            return True
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(SLICE_S, left))

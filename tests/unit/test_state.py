@@ -94,3 +94,13 @@ def test_stop_and_acks(frc6):
     assert state.stop() == [SendStop(w) for w in range(6)]
     assert not any(state.on_stop_ack(w) for w in range(5))
     assert state.on_stop_ack(5)
+
+
+def test_without_purging_nothing_is_purged(frc6):
+    """--no-purge (public peers' behaviour): the decode sends no PURGE and counts none."""
+    state = MasterState(frc6, purge=False)
+    state.start_iteration(0, 0, 0.0)
+    for w in (0, 2):
+        state.on_result(w, 0, 0, [w], None, 0.0)
+    actions = state.on_result(4, 0, 0, [4], None, 0.0)
+    assert [type(a) for a in actions] == [Decoded] and actions[0].record.purged_tasks == 0

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("code")
     g.add_argument("--code", choices=available_codes(), default="frc", help="default frc")
     g.add_argument("--stragglers", type=int, default=None,
-                   help="stragglers s the code tolerates; default 3 (0 for uncoded)")
+                   help="stragglers s the code tolerates; default 3, or the largest smaller "
+                   "value the code allows on this many workers (uncoded: 0)")
     g.add_argument("--target", choices=("sum", "each"), default=None,
                    help="uncoded only: decode the gradient sum or every partition's value")
     g = p.add_argument_group("injected delays")
@@ -109,6 +110,14 @@ class Plan:
     metrics: TextIO | None
 
 
+def default_stragglers(code: str, n_workers: int) -> int:
+    """3, or the largest smaller value the code allows on ``n_workers`` workers."""
+    for s in range(min(3, n_workers - 1), 0, -1):
+        if code != "frc" or n_workers % (s + 1) == 0:
+            return s
+    return 0
+
+
 def plan_run(argv: list[str], n_workers: int) -> Plan:
     """Parse and check the flags for ``n_workers`` workers; raises UsageError on user errors."""
     args = build_parser().parse_args(argv)
@@ -122,7 +131,8 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
     params: dict = {}
     if args.code != "uncoded":
-        params["stragglers"] = 3 if args.stragglers is None else args.stragglers
+        params["stragglers"] = (default_stragglers(args.code, n_workers) if args.stragglers is None
+                                else args.stragglers)
     elif args.stragglers not in (None, 0):
         raise UsageError(f"--stragglers {args.stragglers}: uncoded tolerates none, allowed 0")
     if args.target is not None:

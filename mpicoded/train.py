@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from . import __version__
-from .codes import available_codes, make_code
+from .codes import Code, available_codes, code_parameters, make_code
 from .delays import DELAY_MODELS, DelayModel
-from .jobs import JOBS, DatasetError, load, make_job, synthetic
+from .jobs import JOBS, DatasetError, Job, load, make_job, synthetic
 
 USAGE_ERROR = 2
 
@@ -67,13 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--features", type=positive_int, default=50, help="synthetic data columns")
     g.add_argument("--dataset", default=None,
                    help=".npz with arrays X, y, or .csv whose last column is the target")
-    g = p.add_argument_group("code")
+    g = p.add_argument_group("code (each flag applies to the codes that take it; see README)")
     g.add_argument("--code", choices=available_codes(), default="frc", help="default frc")
     g.add_argument("--stragglers", type=int, default=None,
-                   help="stragglers s the code tolerates; default 3, or the largest smaller "
-                   "value the code allows on this many workers (uncoded: 0)")
+                   help="frc, gfrc, cyclic, mds: stragglers s tolerated; default 3, or the largest "
+                   "smaller value the code allows on this many workers")
+    g.add_argument("--load", type=int, default=None,
+                   help="cpgc, ucmmc, mcc: computations r a worker; default 3, or the largest "
+                   "smaller value the code allows")
+    g.add_argument("--partitions", type=int, default=None,
+                   help="gfrc: data partitions k (default n_workers); mds, sparse: K, any K of the "
+                   "round(K·Ω) tasks decode")
+    g.add_argument("--redundancy", type=float, default=None,
+                   help="mds, sparse: Ω, tasks = round(K·Ω); default 1 (mds), 1.25 (sparse)")
+    g.add_argument("--degree", type=int, default=None,
+                   help="sparse: non-zeros d a row of B; default 3")
     g.add_argument("--target", choices=("sum", "each"), default=None,
-                   help="uncoded only: decode the gradient sum or every partition's value")
+                   help="uncoded: decode the gradient sum (default) or every partition's value")
+    g.add_argument("--tolerance", type=float, default=0.0, metavar="FRACTION",
+                   help="fraction of partitions an iteration may miss (partial recovery); the "
+                   "update leaves the missed ones out; default 0 (exact)")
     g = p.add_argument_group("injected delays")
     g.add_argument("--delay", choices=DELAY_MODELS, default="seed001", help="default seed001")
     g.add_argument("--seed", type=int, default=0, help="seeds data and delays; default 0")
@@ -104,18 +119,45 @@ class Plan:
     """Everything rank 0 built from the flags before the run starts."""
 
     args: argparse.Namespace
-    code: object
-    job: object
+    code: Code
+    job: Job
     delay: DelayModel
+    tolerance: int
     metrics: TextIO | None
 
 
-def default_stragglers(code: str, n_workers: int) -> int:
-    """3, or the largest smaller value the code allows on ``n_workers`` workers."""
-    for s in range(min(3, n_workers - 1), 0, -1):
-        if code != "frc" or n_workers % (s + 1) == 0:
-            return s
-    return 0
+CODE_FLAGS = ("stragglers", "load", "partitions", "redundancy", "degree", "target")
+
+
+def build_code(args: argparse.Namespace, n_workers: int) -> Code:
+    """The code the flags name; --stragglers and --load default to 3, or the largest smaller
+    value the code allows on ``n_workers`` workers."""
+    accepted = code_parameters(args.code)
+    given = {name: getattr(args, name) for name in CODE_FLAGS if getattr(args, name) is not None}
+    stray = [name for name in given if name not in accepted]
+    if stray:
+        takes = [f"--{n}" for n in CODE_FLAGS if n in accepted] or ["none of the code flags"]
+        raise UsageError(f"--{stray[0]} does not apply to --code {args.code}; it takes "
+                         f"{', '.join(takes)}")
+    defaults = {"stragglers": range(3, -1, -1), "load": range(3, 0, -1)}
+    for name, values in defaults.items():
+        if name in accepted and name not in given and not (name == "stragglers" and "partitions"
+                                                            in given):
+            for value in values:
+                try:
+                    return make_code(args.code, n_workers=n_workers, **given, **{name: value})
+                except ValueError:
+                    continue
+    return make_code(args.code, n_workers=n_workers, **given)
+
+
+def tolerance_partitions(fraction: float, code: Code) -> int:
+    """--tolerance FRACTION as a count of partitions, checked against the code's decoder."""
+    if not 0.0 <= fraction < 1.0:
+        raise UsageError(f"--tolerance {fraction} is out of range: allowed [0, 1)")
+    m = int(np.floor(fraction * code.n_partitions + 1e-9))
+    code.decoder(m)  # raises ValueError if the code's decoder cannot leave partitions out
+    return m
 
 
 def plan_run(argv: list[str], n_workers: int) -> Plan:
@@ -129,18 +171,9 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
     bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
-    params: dict = {}
-    if args.code != "uncoded":
-        params["stragglers"] = (default_stragglers(args.code, n_workers) if args.stragglers is None
-                                else args.stragglers)
-    elif args.stragglers not in (None, 0):
-        raise UsageError(f"--stragglers {args.stragglers}: uncoded tolerates none, allowed 0")
-    if args.target is not None:
-        if args.code != "uncoded":
-            raise UsageError(f"--target applies to --code uncoded only, not {args.code}")
-        params["target"] = args.target
     try:
-        code = make_code(args.code, n_workers=n_workers, **params)
+        code = build_code(args, n_workers)
+        tolerance = tolerance_partitions(args.tolerance, code)
         delay = DelayModel(kind=args.delay, seed=args.seed, mu=args.mu, alpha=args.alpha,
                            task_time=args.task_time, slow_factor=args.slow_factor,
                            slow=frozenset(r - 1 for r in args.slow_workers),
@@ -157,7 +190,7 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
         except OSError as exc:
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
-    return Plan(args, code, job, delay, metrics)
+    return Plan(args, code, job, delay, tolerance, metrics)
 
 
 class Progress:
@@ -195,6 +228,7 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
         "code": plan.code.describe(),
         "delay": plan.delay.describe(),
         "n_workers": n_workers,
+        "tolerance_partitions": plan.tolerance,
         "iterations": len(records),
         "mean_iteration_s": sum(wall) / len(wall),
         "makespan_s": result.makespan_s,
@@ -228,11 +262,15 @@ def main_master(comm, argv: list[str]) -> int:
     args = plan.args
     progress = Progress(args.iterations, args.quiet, plan.metrics)
     if not args.quiet:
+        shown = {k: v for k, v in plan.code.params.items() if k in CODE_FLAGS}
+        settings = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                            for k, v in shown.items())
         print(f"[mpicoded] {args.job} on {plan.job.data.source}: code {plan.code.name} "
-              f"{plan.code.params.get('stragglers', 0)} stragglers, {n_workers} workers, "
-              f"delay {args.delay}", file=sys.stderr, flush=True)
+              f"{settings} ({plan.code.n_tasks} tasks), {n_workers} workers, "
+              f"tolerance {plan.tolerance} partitions, delay {args.delay}",
+              file=sys.stderr, flush=True)
     place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge)
-    master = Master(comm, plan.code, plan.job, purge=not args.no_purge,
+    master = Master(comm, plan.code, plan.job, tolerance=plan.tolerance, purge=not args.no_purge,
                     loss_every=args.loss_every, on_iteration=progress)
     start_loss = plan.job.loss(master.theta)
     result = master.run(args.iterations)

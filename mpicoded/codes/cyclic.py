@@ -2,40 +2,32 @@
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 
 from ._base import Code, check_int, one_task_per_worker
+from ._conditioning import best_conditioned, erasure_sets
+from .decoders import GenericDecoder
 
-_CANDIDATES = 8  # random H matrices tried; the best conditioned one is kept
-_MAX_SETS = 2000  # straggler sets checked exhaustively up to this many, sampled beyond
 
+def null_space_rows(supports: list[np.ndarray], n_columns: int, dim: int,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Rows with the given supports inside the null space of a random H with H·1 = 0.
 
-def _cyclic_B(n: int, s: int, rng: np.random.Generator) -> np.ndarray:
-    H = rng.standard_normal((s, n))
-    H[:, -1] = -H[:, :-1].sum(axis=1)
-    B = np.zeros((n, n))
-    for w in range(n):
-        support = [(w + i) % n for i in range(s + 1)]
-        B[w, support[0]] = 1.0
-        if s:
-            B[w, support[1:]] = np.linalg.solve(H[:, support[1:]], -H[:, support[0]])
+    That null space has dimension ``dim`` and holds the all-ones vector, so any ``dim``
+    independent rows span it and give the sum. A support of d entries has d - (n_columns - dim)
+    free coefficients (the first is 1, the rest random) and the others solve H·row = 0.
+    """
+    constraints = n_columns - dim
+    H = rng.standard_normal((constraints, n_columns))
+    if constraints:
+        H[:, -1] = -H[:, :-1].sum(axis=1)
+    B = np.zeros((len(supports), n_columns))
+    for t, support in enumerate(supports):
+        free, solved = support[: len(support) - constraints], support[len(support) - constraints :]
+        B[t, free] = np.concatenate([[1.0], rng.standard_normal(len(free) - 1)])
+        if constraints:
+            B[t, solved] = np.linalg.solve(H[:, solved], -H[:, free] @ B[t, free])
     return B
-
-
-def _straggler_sets(n: int, s: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
-    if math.comb(n, s) <= _MAX_SETS:
-        return list(itertools.combinations(range(n), s))
-    return [tuple(rng.choice(n, size=s, replace=False)) for _ in range(_MAX_SETS)]
-
-
-def worst_condition(B: np.ndarray, sets: list[tuple[int, ...]]) -> float:
-    """Largest condition number of B with the rows of any one straggler set removed."""
-    n = B.shape[0]
-    keep = [np.setdiff1d(np.arange(n), S) for S in sets]
-    return max(float(np.linalg.cond(B[rows])) for rows in keep)
 
 
 def make_cyclic(n_workers: int, stragglers: int = 1, seed: int = 0) -> Code:
@@ -49,9 +41,9 @@ def make_cyclic(n_workers: int, stragglers: int = 1, seed: int = 0) -> Code:
     n = check_int("n_workers", n_workers, 1)
     s = check_int("stragglers", stragglers, 0, n - 1)
     rng = np.random.default_rng(seed)
-    sets = _straggler_sets(n, s, rng)
-    candidates = [_cyclic_B(n, s, rng) for _ in range(_CANDIDATES if s else 1)]
-    conds = [worst_condition(B, sets) for B in candidates]
-    best = int(np.argmin(conds))
-    params = {"stragglers": s, "seed": seed, "worst_condition": conds[best]}
-    return Code("cyclic", candidates[best], one_task_per_worker(n), "sum", params)
+    supports = [np.array([(w + i) % n for i in range(s + 1)]) for w in range(n)]
+    sets = erasure_sets(n, s, rng)
+    B, cond = best_conditioned(lambda: null_space_rows(supports, n, n - s, rng), sets,
+                               candidates=8 if s else 1)
+    params = {"stragglers": s, "seed": seed, "worst_condition": cond}
+    return Code("cyclic", B, one_task_per_worker(n), "sum", GenericDecoder, params)

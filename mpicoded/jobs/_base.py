@@ -39,6 +39,10 @@ class Job:
     def result_shape(self) -> tuple[int, ...]:
         return (self.dim,)
 
+    def task_cost(self) -> np.ndarray:
+        """Work units of each task: computing over d partitions' data costs d."""
+        return np.count_nonzero(self.code.B, axis=1).astype(np.float64)
+
     def default_lr(self) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 

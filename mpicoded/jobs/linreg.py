@@ -35,6 +35,12 @@ class LinReg(Job):
             return (max(len(b) for b in self.w_blocks),)
         return (self.dim,)
 
+    def task_cost(self) -> np.ndarray:
+        """A pre-coded block of W (target 'each') costs one unit, like one partition's block."""
+        if self.code.target == "each":
+            return np.ones(self.code.n_tasks)
+        return super().task_cost()
+
     def default_lr(self) -> float:
         return self.data.n_samples / np.linalg.eigvalsh(self.W)[-1]
 
@@ -55,8 +61,8 @@ class LinReg(Job):
         return {"A": A, "b": b}
 
     def gradient(self, theta, decoded, missing):
-        if self.code.target == "sum":
-            return decoded / self.data.n_samples
+        if self.code.target == "sum":  # a partial sum covers fewer samples
+            return decoded / max(1, self.rows_present(missing))
         grad = np.zeros(self.dim)
         for j, block in enumerate(self.w_blocks):
             if j not in missing:  # a missed block's coordinates are left out of this update

@@ -11,6 +11,11 @@ from .data import DatasetError
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
 
 
+def default_lr(X: np.ndarray) -> float:
+    """1 / smoothness of the mean logistic loss with the L2 term."""
+    return 1.0 / (np.linalg.eigvalsh(X.T @ X)[-1] / (4.0 * len(X)) + REG)
+
+
 def compute(payload: dict[str, np.ndarray], theta: np.ndarray) -> np.ndarray:
     """A coded partial gradient: rows of every partition in the support, weighted by B[t, j]."""
     X = payload["X"]
@@ -29,9 +34,7 @@ class LogReg(Job):
         super().__init__(data, code, lr)
 
     def default_lr(self) -> float:
-        X = self.data.X
-        smooth = np.linalg.eigvalsh(X.T @ X)[-1] / (4.0 * len(X)) + REG
-        return 1.0 / smooth
+        return default_lr(self.data.X)
 
     def payload(self, task: int) -> dict[str, np.ndarray]:
         support = np.flatnonzero(self.code.B[task])

@@ -15,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..jobs import synthetic
-from ..jobs.logreg import REG
+from ..jobs.logreg import REG, default_lr
 from ..jobs.logreg import compute as logistic_gradient
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     theta = np.zeros(args.features)
     lr = 0.0
     if rank == 0:
-        lr = 1.0 / (np.linalg.eigvalsh(data.X.T @ data.X)[-1] / (4 * args.samples) + REG)
+        lr = default_lr(data.X)
         gathered = np.empty((workers + 1, args.features))
     else:
         rows = np.array_split(np.arange(args.samples), workers)[rank - 1]

@@ -37,7 +37,7 @@ def rank_of(worker: int) -> int:
 
 def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True) -> None:
     """Send every worker, once, the payloads of all tasks in its schedule and its settings."""
-    cost = code.task_cost
+    cost = job.task_cost()
     for w, tasks in enumerate(code.schedule):
         setup = WorkerSetup(
             worker=w, job=job.name, payloads={t: job.payload(t) for t in tasks},
@@ -130,7 +130,7 @@ class Master:
         self.execute(self.state.stop())
         while True:
             try:
-                self.pump(lambda: self.state.acked >= self.state.workers)
+                self.pump(lambda: self.state.all_acked)
                 break
             except WorkerError:
                 continue  # a second worker's failure changes nothing now: keep draining

@@ -89,14 +89,14 @@ class MasterState:
     code: Code
     tolerance: int = 0
     purge: bool = True  # False: never purge (public peers' behaviour, kept for comparison)
-    workers: set[int] = field(default_factory=set)
+    workers: set[int] | None = None  # the live workers; None: all of the code's
     current: _Iteration | None = None
     stale_results: int = 0  # stale results since the last record (go into the next one)
     totals: dict[str, float] = field(default_factory=dict)
     acked: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        if not self.workers:
+        if self.workers is None:
             self.workers = set(range(self.code.n_workers))
         for key in ("results_received", "stale_results", "purged_tasks", "messages", "iterations"):
             self.totals[key] = 0
@@ -122,9 +122,8 @@ class MasterState:
         cur.received += len(tasks)
         self.totals["messages"] += 1
         self.totals["results_received"] += len(tasks)
-        pending = cur.outstanding.get(worker, set())
+        cur.outstanding.get(worker, set()).difference_update(tasks)
         for i, task in enumerate(tasks):
-            pending.discard(task)
             if cur.decoder.add(task, None if values is None else values[i]):
                 return self._decoded(now)
         return []
@@ -158,7 +157,10 @@ class MasterState:
         """End of the run: every worker is told to stop."""
         return [SendStop(w) for w in sorted(self.workers)]
 
-    def on_stop_ack(self, worker: int) -> bool:
-        """A worker acknowledged STOP; True once all have."""
+    def on_stop_ack(self, worker: int) -> None:
+        """A worker acknowledged STOP."""
         self.acked.add(worker)
+
+    @property
+    def all_acked(self) -> bool:
         return self.acked >= self.workers

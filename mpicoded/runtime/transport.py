@@ -93,5 +93,10 @@ def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE) -> tuple[Message, int]
     if tag == Tag.ERROR:
         raise WorkerError(src, comm.recv(source=src, tag=tag))
     buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
-    comm.Recv([buf, MPI.DOUBLE], source=src, tag=tag)
+    # Irecv + Test with backoff, not Recv: a message past the eager limit (about 4 KiB here)
+    # completes only when its sender next enters MPI, and a blocking Recv would spin until then.
+    request = comm.Irecv([buf, MPI.DOUBLE], source=src, tag=tag)
+    backoff = Backoff()
+    while not request.Test():
+        backoff.wait()
     return unpack(tag, buf), src

@@ -42,17 +42,15 @@ class Worker:
         self.computed = self.sent = self.dropped = 0
         self.backlog: list[Message] = []  # control messages that arrived while busy
 
-    def next_message(self, block: bool) -> Message | None:
-        """The oldest unhandled message from the master (waiting with backoff if ``block``)."""
+    def next_message(self) -> Message:
+        """The oldest unhandled message from the master, waited for with backoff."""
         if self.backlog:
             return self.backlog.pop(0)
         backoff = Backoff()
-        while True:
-            got = receive(self.comm, source=MASTER)
-            if got is not None or not block:
-                return got[0] if got else None
+        while (got := receive(self.comm, source=MASTER)) is None:
             self.outbox.prune()
             backoff.wait()
+        return got[0]
 
     def interrupted(self, job: int, iteration: int) -> bool:
         """Read what the master sent meanwhile; True if (job, iteration) must be dropped now."""
@@ -72,15 +70,13 @@ class Worker:
         Without purging (``--no-purge``, how public peers behave) the worker sleeps it out and
         finishes every task it was given, however stale.
         """
-        if not self.setup.purge:
-            time.sleep(seconds)
-            return True
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(SLICE_S, left))
-            if self.interrupted(job, iteration):
+            self.outbox.prune()  # lets large sends already posted make progress
+            if self.setup.purge and self.interrupted(job, iteration):
                 return False
-        return not self.interrupted(job, iteration)
+        return not (self.setup.purge and self.interrupted(job, iteration))
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg)
@@ -93,7 +89,7 @@ class Worker:
             model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, task,
                                                 setup.task_cost[task])
             if not self.serve_delay(setup.delay.seconds(model_time), msg.job, msg.iteration):
-                self.dropped += len(tasks) - i
+                self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are dropped too
                 return
             if setup.single_message:
                 done_tasks.append(task)
@@ -111,8 +107,7 @@ class Worker:
     def run(self) -> None:
         """Serve iterations until STOP; then flush sends and acknowledge."""
         while True:
-            msg = self.next_message(block=True)
-            assert msg is not None
+            msg = self.next_message()
             if msg.tag == Tag.STOP:
                 break
             if msg.tag == Tag.ITERATE:

@@ -35,6 +35,7 @@ def test_persistent_slow_workers():
     assert model.task_delay(0, 0, 0, 0, 2.0) == pytest.approx(0.04)
     assert model.task_delay(3, 0, 0, 0, 2.0) == pytest.approx(0.4)
     assert model.seconds(0.4) == pytest.approx(0.4)
+    assert DelayModel("persistent", time_scale=0.5).seconds(0.4) == pytest.approx(0.2)
     assert DelayModel("none").task_delay(3, 0, 0, 0, 5.0) == 0.0
 
 

@@ -9,9 +9,10 @@ from mpicoded.codes import make_code
 from mpicoded.jobs import COMPUTE, DatasetError, load, make_job, synthetic
 
 
-def true_gradient(job, theta):
-    """Full-batch gradient computed directly from the data."""
-    X, y, n = job.data.X, job.data.y, job.data.n_samples
+def true_gradient(job, theta, rows=None):
+    """Full-batch gradient (over ``rows``, default all) computed directly from the data."""
+    rows = np.arange(job.data.n_samples) if rows is None else rows
+    X, y, n = job.data.X[rows], job.data.y[rows], len(rows)
     if job.name == "logreg":
         from mpicoded.jobs.logreg import REG
         return X.T @ (1 / (1 + np.exp(-X @ theta)) - y) / n + REG * theta
@@ -26,8 +27,10 @@ def decode(job, code, theta, skip=()):
     return dec
 
 
-CODES = [("frc", {"stragglers": 1}), ("cyclic", {"stragglers": 2}), ("uncoded", {}),
-         ("uncoded", {"target": "each"})]
+CODES = [("frc", {"stragglers": 1}), ("gfrc", {"stragglers": 3}), ("cyclic", {"stragglers": 2}),
+         ("uncoded", {}), ("uncoded", {"target": "each"}), ("cpgc", {"load": 2}),
+         ("ucmmc", {"load": 2}), ("mcc", {"load": 2}), ("mds", {"stragglers": 2}),
+         ("sparse", {"partitions": 6, "redundancy": 1.5})]
 
 
 @pytest.mark.parametrize("jobname", ["logreg", "linreg"])
@@ -36,7 +39,7 @@ def test_decoded_gradient_is_the_full_gradient(jobname, codename, params):
     code = make_code(codename, 6, **params)
     job = make_job(jobname, synthetic(jobname, 300, 8, seed=1), code)
     theta = np.random.default_rng(0).standard_normal(8) * 0.3
-    skip = (0, 1)[: code.params.get("stragglers", 0)]
+    skip = (0, 1)[: code.params.get("stragglers", 0)] if code.name != "sparse" else ()
     dec = decode(job, code, theta, skip)
     got = job.gradient(theta, dec.result(), dec.missing_partitions)
     assert np.allclose(got, true_gradient(job, theta), rtol=1e-9, atol=1e-12)
@@ -54,6 +57,29 @@ def test_training_learns(jobname):
     assert job.loss(theta) < 0.5 * start
     if jobname == "logreg":
         assert job.accuracy(theta) > 0.85
+
+
+@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
+def test_partial_sum_gradient_covers_the_samples_present(jobname):
+    """FRC with a tolerance: the update is the gradient of the partitions recovered."""
+    code = make_code("frc", 4, stragglers=1)  # groups [0, 2) and [2, 4)
+    job = make_job(jobname, synthetic(jobname, 80, 5, seed=4), code)
+    theta = np.full(5, 0.2)
+    dec = code.decoder(tolerance=2)
+    assert dec.add(2, COMPUTE[jobname](job.payload(2), theta))
+    assert list(dec.missing_partitions) == [0, 1]
+    rows = np.concatenate(job.partitions[2:])
+    assert np.allclose(job.gradient(theta, dec.result(), dec.missing_partitions),
+                       true_gradient(job, theta, rows))
+
+
+def test_task_cost_counts_partitions_except_precoded_blocks():
+    data = synthetic("linreg", 60, 6, seed=0)
+    cpgc = make_code("cpgc", 4, load=2)
+    assert list(make_job("logreg", synthetic("logreg", 60, 6, seed=0), cpgc).task_cost()) == \
+        [1, 1, 1, 1, 2, 2, 2, 2]
+    assert list(make_job("linreg", data, cpgc).task_cost()) == [1] * 8
+    assert list(make_job("linreg", data, make_code("frc", 6, stragglers=2)).task_cost()) == [3] * 6
 
 
 def test_linreg_each_leaves_missing_blocks_out():

@@ -30,6 +30,11 @@ def test_result_round_trip_single_and_multi():
     assert msg.worker == 6 and tasks == [8, 9] and np.array_equal(got, np.stack(values))
 
 
+def test_purge_names_its_iteration():
+    msg = unpack(Tag.PURGE, pack_control(4, 17))
+    assert (msg.tag, msg.job, msg.iteration, msg.count) == (Tag.PURGE, 4, 17, 0)
+
+
 def test_control_carries_counters():
     msg = unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3)))
     assert msg.worker == 3 and list(msg.payload) == [10, 7, 3]

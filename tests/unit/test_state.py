@@ -80,20 +80,30 @@ def test_ids_only_mode_for_simulation(frc6):
     assert isinstance(decoded, Decoded) and decoded.result is None
 
 
-def test_multi_result_message_counts_one_message():
-    code = make_code("uncoded", 2, target="each")
+def test_one_message_with_several_results():
+    """MCC-style single messages: one message, several results; a worker whose whole list
+    arrived is not purged even when the decode happens part-way through its message."""
+    from mpicoded.codes import Code, PeelingDecoder
+
+    code = Code("test", np.eye(2), ((0, 1), (1,)), "each", PeelingDecoder, messages="single")
     state = MasterState(code)
     state.start_iteration(0, 0, 0.0)
-    assert state.on_result(0, 0, 0, [0], np.ones((1, 2)), 0.0) == []
-    decoded = state.on_result(1, 0, 0, [1], np.ones((1, 2)), 0.0)[-1]
-    assert decoded.record.messages == 2 and decoded.record.volume == pytest.approx(1.0)
+    assert state.on_result(1, 0, 0, [1], np.ones((1, 3)), 0.0) == []
+    actions = state.on_result(0, 0, 0, [0, 1], np.ones((2, 3)), 0.0)
+    assert [type(a) for a in actions] == [Decoded]
+    record = actions[0].record
+    assert record.messages == 2 and record.results_received == 3 and record.purged_tasks == 0
+    assert record.volume == pytest.approx(1.5)
 
 
 def test_stop_and_acks(frc6):
     state = MasterState(frc6)
     assert state.stop() == [SendStop(w) for w in range(6)]
-    assert not any(state.on_stop_ack(w) for w in range(5))
-    assert state.on_stop_ack(5)
+    for w in range(5):
+        state.on_stop_ack(w)
+    assert not state.all_acked
+    state.on_stop_ack(5)
+    assert state.all_acked
 
 
 def test_without_purging_nothing_is_purged(frc6):

@@ -5,6 +5,8 @@
   makespan, purged tasks, and each speedup over uncoded.
 - ``overhead``: no injected delay, 20 workers: mpicoded's uncoded iteration time vs a minimal
   plain-mpi4py gradient loop on the same data, as a ratio.
+- ``decode``: per-iteration decode time against n_workers, for the structured decoders (gfrc,
+  cpgc up to 1000 workers) and the generic one (cyclic, sparse up to 200). No MPI.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from .launcher import run_mpi
 
@@ -106,9 +111,60 @@ def bench_overhead(args: argparse.Namespace) -> dict:
     return out
 
 
+DECODE_CASES = (  # (code, parameters from n, largest n)
+    ("gfrc", lambda n: {"stragglers": max(1, n // 10)}, 1000),
+    ("cpgc", lambda n: {"load": 3}, 1000),
+    ("cyclic", lambda n: {"stragglers": max(1, n // 10)}, 200),
+    ("sparse", lambda n: {"redundancy": 1.25, "degree": 3}, 200),
+)
+
+
+def arrival_order(code, rng: np.random.Generator) -> list[int]:
+    """Task results in the order they would reach the master under paper 001's delays: each
+    worker draws E ~ Exp(mean 0.1) an iteration and each of its tasks takes 0.01 + E."""
+    finish = []
+    for tasks in code.schedule:
+        step = 0.01 + rng.exponential(0.1)
+        finish += [((i + 1) * step, t) for i, t in enumerate(tasks)]
+    return [t for _, t in sorted(finish)]
+
+
+def bench_decode(args: argparse.Namespace) -> dict:
+    from .codes import make_code
+
+    rng = np.random.default_rng(args.seed)
+    rows, out = [], {}
+    for name, params_of, largest in DECODE_CASES:
+        for n in (n for n in (20, 50, 100, 200, 500, 1000) if n <= largest):
+            code = make_code(name, n, **params_of(n))
+            values = rng.standard_normal((code.n_tasks, 10))
+            times, used = [], []
+            for _ in range(args.iterations):
+                order = arrival_order(code, rng)
+                start = time.perf_counter()
+                dec = code.decoder()
+                for t in order:
+                    if dec.add(t, values[t]):
+                        break
+                dec.result()
+                times.append(time.perf_counter() - start)
+                used.append(dec.results_used)
+            mean_ms = 1e3 * float(np.mean(times))
+            out[f"{name}/{n}"] = {"decoder": code.decoder_cls.__name__, "ms": mean_ms,
+                                  "results_used": float(np.mean(used)), "n_tasks": code.n_tasks}
+            rows.append([name, str(n), code.decoder_cls.__name__, str(code.n_tasks),
+                         f"{np.mean(used):.0f}", f"{mean_ms:.2f}"])
+            print(f"[bench] decode {name} n={n}: {mean_ms:.2f} ms", file=sys.stderr, flush=True)
+    print(f"decode: mean per-iteration decode time (add every arriving result until ready, then "
+          f"result(), 10-value results), {args.iterations} iterations each")
+    print(table(["code", "n_workers", "decoder", "tasks", "results used", "ms / iteration"], rows))
+    return out
+
+
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purge": bench_purge,
     "overhead": bench_overhead,
+    "decode": bench_decode,
 }
 
 
@@ -117,14 +173,14 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     p.add_argument("--iterations", type=int, default=None,
-                   help="default 50 (purge) or 200 (overhead)")
+                   help="default 50 (purge), 200 (overhead) or 20 (decode)")
     p.add_argument("--task-time", type=float, default=0.02,
                    help="purge: seconds per unit of work; default 0.02")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the numbers here")
     args = p.parse_args(argv)
     if args.iterations is None:
-        args.iterations = 50 if args.scenario == "purge" else 200
+        args.iterations = {"purge": 50, "overhead": 200, "decode": 20}[args.scenario]
     out = SCENARIOS[args.scenario](args)
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, **out}, indent=2) + "\n")

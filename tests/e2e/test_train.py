@@ -53,6 +53,50 @@ def test_persistent_straggler_linreg_each(tmp_path):
     assert run["final_loss"] < 0.1 * run["initial_loss"]
 
 
+def test_cpgc_partial_recovery_on_21_ranks(tmp_path):
+    """The code-library issue's command: CPGC, r = 3, 5% tolerance, paper 001's delays."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(21, "--job", "linreg", "--code", "cpgc", "--load", "3", "--tolerance", "0.05",
+                 "--delay", "seed001", "--metrics", str(metrics))
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    assert run["code"]["name"] == "cpgc" and run["tolerance_partitions"] == 1
+    assert all(r["missing_partitions"] <= 1 for r in iterations)
+    assert all(r["volume"] == pytest.approx(r["results_received"] / 20) for r in iterations)
+    assert run["final_loss"] < 0.01 * run["initial_loss"]
+
+
+def test_mcc_sends_one_message_per_worker(tmp_path):
+    metrics = tmp_path / "run.jsonl"
+    done = train(9, "--job", "linreg", "--code", "mcc", "--load", "2", "--delay", "seed001",
+                 "--iterations", "10", "--samples", "2000", "--features", "16",
+                 "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    for r in iterations:  # 8 partitions, 2 blocks a message: 4 complete workers decode
+        assert r["results_received"] == 2 * r["messages"] and r["messages"] == 4
+    assert run["final_loss"] < 0.1 * run["initial_loss"]
+
+
+def test_without_purging_stale_work_is_finished_and_dropped(tmp_path):
+    """--no-purge (public peers' behaviour): the straggler finishes every stale task; the master
+    counts the late results as stale and never decodes them."""
+    metrics = tmp_path / "run.jsonl"
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "persistent", "--task-time", "0.005",
+             "--slow-workers", "2", "--slow-factor", "8", "--iterations", "10", "--samples", "600",
+             "--metrics", str(metrics), "--quiet"]
+    done = train(5, *flags, "--no-purge")
+    assert done.returncode == 0, done.output[-3000:]
+    _, run = read_metrics(metrics)
+    assert run["worker_dropped_tasks"] == 0 and run["total_purged_tasks"] == 0
+    assert run["total_stale_results"] >= 9  # the straggler's 10 results, all after their decode
+    assert run["worker_computed_tasks"] == 40
+    done = train(5, *flags)
+    _, purged = read_metrics(metrics)
+    assert purged["worker_dropped_tasks"] >= 9 and purged["makespan_s"] < run["makespan_s"]
+    assert purged["final_loss"] == pytest.approx(run["final_loss"], rel=1e-12)
+
+
 def test_uncoded_each_target(tmp_path):
     metrics = tmp_path / "run.jsonl"
     done = train(5, "--job", "linreg", "--code", "uncoded", "--target", "each", "--delay", "none",

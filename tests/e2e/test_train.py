@@ -97,6 +97,23 @@ def test_without_purging_stale_work_is_finished_and_dropped(tmp_path):
     assert purged["final_loss"] == pytest.approx(run["final_loss"], rel=1e-12)
 
 
+@pytest.mark.parametrize(("job", "flags"), [
+    ("logreg", ["--code", "gfrc", "--stragglers", "2"]),
+    ("logreg", ["--code", "sparse", "--partitions", "12", "--redundancy", "1.5"]),
+    ("linreg", ["--code", "mds", "--partitions", "6", "--redundancy", "1.5"]),
+    ("linreg", ["--code", "ucmmc", "--load", "2", "--tolerance", "0.25"]),
+    ("logreg", ["--code", "cpgc", "--load", "2"]),
+])
+def test_every_code_trains(tmp_path, job, flags):
+    metrics = tmp_path / "run.jsonl"
+    done = train(5, "--job", job, *flags, "--iterations", "6", "--samples", "1200",
+                 "--features", "12", "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    iterations, run = read_metrics(metrics)
+    assert len(iterations) == 6 and run["code"]["name"] == flags[1]
+    assert run["final_loss"] < run["initial_loss"]
+
+
 def test_uncoded_each_target(tmp_path):
     metrics = tmp_path / "run.jsonl"
     done = train(5, "--job", "linreg", "--code", "uncoded", "--target", "each", "--delay", "none",

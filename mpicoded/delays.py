@@ -7,7 +7,6 @@ workers, so a comparison between them is paired rather than luck. Delays are in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,9 +14,28 @@ import numpy as np
 DELAY_MODELS = ("none", "seed001", "persistent")
 
 
-def keyed_rng(seed: int, *key: int) -> np.random.Generator:
-    """A generator determined by ``seed`` and the integer key alone, independent of call order."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, *key])))
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a bijection on uint64 that scrambles every bit."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def keyed_uniform(seed: int, *key: np.ndarray | int) -> np.ndarray:
+    """Uniform numbers in (0, 1) determined by ``seed`` and the integer key alone.
+
+    A counter-based stream: each key component is folded in through SplitMix64, so a draw does
+    not depend on call order and whole arrays of keys are drawn at once (the simulator draws a
+    whole iteration in one call, the runtime one task at a time, and both get the same numbers).
+    """
+    with np.errstate(over="ignore"):
+        x = _mix(np.asarray(seed, dtype=np.int64).astype(np.uint64) + _GOLDEN)
+        for part in key:
+            x = _mix(x ^ (np.asarray(part, dtype=np.int64).astype(np.uint64) * _GOLDEN + _GOLDEN))
+    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
 
 
 @dataclass(frozen=True)
@@ -50,15 +68,23 @@ class DelayModel:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}={getattr(self, name)} is out of range: allowed >= 0")
 
+    def task_delays(self, workers: np.ndarray, job: int, iteration: int, tasks: np.ndarray,
+                    units: np.ndarray) -> np.ndarray:
+        """Model-time delays of many tasks at once (arrays of equal length)."""
+        workers = np.asarray(workers)
+        units = np.asarray(units, dtype=np.float64)
+        if self.kind == "none":
+            return np.zeros(units.shape)
+        if self.kind == "seed001":  # one E ~ Exp(mean 1/mu) per worker and iteration
+            shift = -np.log(keyed_uniform(self.seed, workers, job, iteration)) / self.mu
+            return units * (self.alpha + shift)
+        slow = np.isin(workers, list(self.slow))
+        return units * self.task_time * np.where(slow, self.slow_factor, 1.0)
+
     def task_delay(self, worker: int, job: int, iteration: int, task: int, units: float) -> float:
         """Model-time delay of one task of ``units`` work units run by ``worker``."""
-        if self.kind == "none":
-            return 0.0
-        if self.kind == "seed001":
-            shift = keyed_rng(self.seed, worker, job, iteration).exponential(1.0 / self.mu)
-            return units * (self.alpha + shift)
-        factor = self.slow_factor if worker in self.slow else 1.0
-        return units * self.task_time * factor
+        return float(self.task_delays(np.array([worker]), job, iteration, np.array([task]),
+                                      np.array([units]))[0])
 
     def seconds(self, model_time: float) -> float:
         """Wall-clock seconds for a model-time delay."""
@@ -74,11 +100,3 @@ class DelayModel:
                     "slow_factor": self.slow_factor}
         return out
 
-
-def worker_set(workers: Iterable[int], n_workers: int, name: str = "slow_workers") -> frozenset:
-    """Validate worker indices (0-based) against ``n_workers``."""
-    out = frozenset(int(w) for w in workers)
-    bad = sorted(w for w in out if not 0 <= w < n_workers)
-    if bad:
-        raise ValueError(f"{name} {bad} out of range: allowed [0, {n_workers - 1}]")
-    return out

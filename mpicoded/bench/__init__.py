@@ -1,0 +1,58 @@
+"""``python -m mpicoded.bench SCENARIO``: side-by-side comparisons measured in one run.
+
+- ``purge``: one persistent 10x straggler among 6 workers, 50 iterations; uncoded vs frc vs cyclic
+  under the same seed, plus frc without purging (how public peers run). Mean iteration time,
+  makespan, purged tasks, and each speedup over uncoded.
+- ``overhead``: no injected delay, 20 workers: mpicoded's uncoded iteration time vs a minimal
+  plain-mpi4py gradient loop on the same data, as a ratio.
+- ``decode``: per-iteration decode time against n_workers, for the structured decoders (gfrc,
+  cpgc up to 1000 workers) and the generic one (cyclic, sparse up to 200). No MPI.
+- ``paper001``: paper 001's Fig. 1 on the simulator and on 21 MPI ranks side by side, with PNG
+  plots when matplotlib is installed.
+- ``sim-scale``: the simulator on 10,000 gfrc workers for 100 iterations; events per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from .decode import bench_decode
+from .paper001 import bench_paper001
+from .runtime import bench_overhead, bench_purge
+from .simscale import bench_sim_scale
+
+SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
+    "purge": bench_purge,
+    "overhead": bench_overhead,
+    "decode": bench_decode,
+    "paper001": bench_paper001,
+    "sim-scale": bench_sim_scale,
+}
+DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
+                      "sim-scale": 100}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mpicoded.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", choices=list(SCENARIOS))
+    p.add_argument("--iterations", type=int, default=None,
+                   help="iterations a run: " + ", ".join(f"{k} {v}"
+                                                        for k, v in DEFAULT_ITERATIONS.items()))
+    p.add_argument("--sim-iterations", type=int, default=2000,
+                   help="paper001: simulated iterations a point; default 2000")
+    p.add_argument("--task-time", type=float, default=0.02,
+                   help="purge: seconds per unit of work; default 0.02")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="results", help="directory for JSON and PNG output")
+    p.add_argument("--json", default=None, help="also write the summary numbers here")
+    args = p.parse_args(argv)
+    if args.iterations is None:
+        args.iterations = DEFAULT_ITERATIONS[args.scenario]
+    out = SCENARIOS[args.scenario](args)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"scenario": args.scenario, **out}, indent=2) + "\n")
+    return 0

@@ -1,0 +1,5 @@
+"""Discrete-event simulator on the same codes, delays, decoders and master state as the runtime."""
+
+from .engine import SimResult, Simulator, simulate
+
+__all__ = ["SimResult", "Simulator", "simulate"]

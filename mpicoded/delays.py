@@ -7,11 +7,16 @@ workers, so a comparison between them is paired rather than luck. Delays are in 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-DELAY_MODELS = ("none", "seed001", "persistent")
+DELAY_MODELS = ("none", "seed001", "seed000", "persistent")
+# paper 000, Section VI: 20 workers, mu_p = 1, 2, 4, 8 and c_p = 2, 1, 0.5, 0.25, five of each
+PAPER000_PROFILE = tuple((mu, c) for mu, c in ((1, 2.0), (2, 1.0), (4, 0.5), (8, 0.25))
+                         for _ in range(5))
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -45,8 +50,14 @@ class DelayModel:
     - ``none``: no injected delay.
     - ``seed001``: each worker draws E ~ Exp(mean 1/mu) once per iteration; each unit of work takes
       alpha + E (paper 001, Section 4.1: mu = 10, alpha = 0.01).
+    - ``seed000``: worker p's i-th task of an iteration takes T ~ Exp(rate mu_p / C), after a
+      communication delay c_p once per iteration (paper 000, Section VI); (mu_p, c_p) come from
+      ``profile`` and C is ``complexity``. A task's work is in C, so ``units`` are not used.
     - ``persistent``: each unit takes ``task_time``; workers in ``slow`` take ``slow_factor`` times
       longer, every iteration.
+
+    Draws are keyed by (seed, worker, job, iteration) and, for seed000, the task's slot (its
+    position in the worker's list), so a draw exists for every slot a worker could run.
     """
 
     kind: str = "none"
@@ -57,6 +68,8 @@ class DelayModel:
     slow: frozenset[int] = frozenset()
     slow_factor: float = 10.0
     time_scale: float = 1.0
+    profile: tuple[tuple[float, float], ...] = ()
+    complexity: float = 1.0
 
     def __post_init__(self) -> None:
         if self.kind not in DELAY_MODELS:
@@ -67,10 +80,28 @@ class DelayModel:
         for name in ("alpha", "task_time"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}={getattr(self, name)} is out of range: allowed >= 0")
+        if self.kind == "seed000":
+            if not self.profile:
+                raise ValueError("delay seed000 needs a heterogeneity profile (--profile)")
+            if not self.complexity > 0:
+                raise ValueError(f"complexity={self.complexity} is out of range: allowed > 0")
 
-    def task_delays(self, workers: np.ndarray, job: int, iteration: int, tasks: np.ndarray,
+    @property
+    def rates(self) -> np.ndarray:
+        """seed000: each worker's task rate mu_p / C."""
+        return np.array([mu for mu, _ in self.profile]) / self.complexity
+
+    def iteration_shifts(self, workers: np.ndarray) -> np.ndarray:
+        """Model-time delay before a worker's first task of an iteration (seed000's c_p)."""
+        workers = np.asarray(workers)
+        if self.kind != "seed000":
+            return np.zeros(workers.shape)
+        return np.array([c for _, c in self.profile])[workers]
+
+    def task_delays(self, workers: np.ndarray, job: int, iteration: int, slots: np.ndarray,
                     units: np.ndarray) -> np.ndarray:
-        """Model-time delays of many tasks at once (arrays of equal length)."""
+        """Model-time delays of many tasks at once (arrays of equal length); ``slots`` are the
+        tasks' positions in their workers' lists."""
         workers = np.asarray(workers)
         units = np.asarray(units, dtype=np.float64)
         if self.kind == "none":
@@ -78,12 +109,15 @@ class DelayModel:
         if self.kind == "seed001":  # one E ~ Exp(mean 1/mu) per worker and iteration
             shift = -np.log(keyed_uniform(self.seed, workers, job, iteration)) / self.mu
             return units * (self.alpha + shift)
+        if self.kind == "seed000":
+            u = keyed_uniform(self.seed, workers, job, iteration, np.asarray(slots))
+            return -np.log(u) / self.rates[workers]
         slow = np.isin(workers, list(self.slow))
         return units * self.task_time * np.where(slow, self.slow_factor, 1.0)
 
-    def task_delay(self, worker: int, job: int, iteration: int, task: int, units: float) -> float:
-        """Model-time delay of one task of ``units`` work units run by ``worker``."""
-        return float(self.task_delays(np.array([worker]), job, iteration, np.array([task]),
+    def task_delay(self, worker: int, job: int, iteration: int, slot: int, units: float) -> float:
+        """Model-time delay of one task of ``units`` work units, ``slot``-th of ``worker``."""
+        return float(self.task_delays(np.array([worker]), job, iteration, np.array([slot]),
                                       np.array([units]))[0])
 
     def seconds(self, model_time: float) -> float:
@@ -95,8 +129,43 @@ class DelayModel:
         out: dict = {"delay": self.kind, "seed": self.seed, "time_scale": self.time_scale}
         if self.kind == "seed001":
             out |= {"mu": self.mu, "alpha": self.alpha}
+        elif self.kind == "seed000":
+            out |= {"profile": [list(p) for p in self.profile], "complexity": self.complexity}
         elif self.kind == "persistent":
             out |= {"task_time": self.task_time, "slow_workers": sorted(self.slow),
                     "slow_factor": self.slow_factor}
         return out
 
+
+
+def load_profile(spec: str, n_workers: int) -> tuple[tuple[float, float], ...]:
+    """A heterogeneity profile: ``paper000``, or a .json / .toml file listing (mu, c) per worker.
+
+    JSON: ``[{"mu": 1, "c": 2}, ...]``; TOML: ``[[worker]]`` tables with ``mu`` and ``c``.
+    """
+    if spec == "paper000":
+        profile = PAPER000_PROFILE
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise ValueError(f"profile {spec}: no such file (or use the built-in 'paper000')")
+        try:
+            if path.suffix == ".json":
+                entries = json.loads(path.read_text())
+            elif path.suffix == ".toml":
+                import tomllib
+
+                entries = tomllib.loads(path.read_text()).get("worker", [])
+            else:
+                raise ValueError(f"profile {spec}: unknown format {path.suffix!r}: allowed .json, .toml")
+            profile = tuple((float(e["mu"]), float(e.get("c", 0.0))) for e in entries)
+        except (KeyError, TypeError, ValueError, ImportError) as exc:
+            if isinstance(exc, ValueError) and str(exc).startswith("profile "):
+                raise
+            raise ValueError(f"profile {spec}: needs a list of entries with 'mu' (and 'c'): "
+                             f"{exc}") from None
+    if len(profile) != n_workers:
+        raise ValueError(f"profile {spec} describes {len(profile)} workers, the run has {n_workers}")
+    if not all(mu > 0 and c >= 0 for mu, c in profile):
+        raise ValueError(f"profile {spec}: every worker needs mu > 0 and c >= 0")
+    return profile

@@ -18,9 +18,11 @@ from typing import TextIO
 import numpy as np
 
 from . import __version__
+from .balance import SPLITS, Moments, Splitter
 from .codes import Code, available_codes, code_parameters, make_code
-from .delays import DELAY_MODELS, DelayModel
+from .delays import DELAY_MODELS, DelayModel, load_profile
 from .jobs import JOBS, DatasetError, Job, load, make_job, synthetic
+from .stream import genie_iteration_time, poisson_arrivals, serve_in_order
 
 USAGE_ERROR = 2
 
@@ -102,8 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
+    g.add_argument("--profile", default=None,
+                   help="seed000 and --split optimal: worker speeds and communication delays, "
+                   "'paper000' (20 workers: mu = 1, 2, 4, 8 and c = 2, 1, 0.5, 0.25, five each) "
+                   "or a .json/.toml file of (mu, c) per worker")
+    g.add_argument("--work", type=float, default=100.0, metavar="Z",
+                   help="seed000: work Z of an iteration; task complexity C = Z / K; default 100")
     g.add_argument("--time-scale", type=float, default=1.0,
                    help="seconds per model time unit; default 1")
+    g = p.add_argument_group("load split and job stream (paper 000)")
+    g.add_argument("--split", choices=SPLITS, default="uniform",
+                   help="which worker runs which task: uniform (the code's own schedule), "
+                   "optimal (from the declared --profile), adaptive (estimated online, starting "
+                   "uniform); default uniform")
+    g.add_argument("--gamma", type=float, default=1.0,
+                   help="the split equalises mean + gamma * std of each worker's time; default 1")
+    g.add_argument("--jobs", type=positive_int, default=1,
+                   help="jobs in the stream, each --iterations long, served in order; default 1")
+    g.add_argument("--arrival-rate", type=float, default=0.01, metavar="LAMBDA",
+                   help="Poisson job arrivals per model time unit (the first job at 0); "
+                   "default 0.01")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
                    "then one run record)")
@@ -123,6 +143,8 @@ class Plan:
     job: Job
     delay: DelayModel
     tolerance: int
+    splitter: Splitter | None
+    arrivals_s: np.ndarray
     metrics: TextIO | None
 
 
@@ -151,6 +173,21 @@ def build_code(args: argparse.Namespace, n_workers: int) -> Code:
     return make_code(args.code, n_workers=n_workers, **given)
 
 
+def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: float):
+    """The load split, or None to run the code's own schedule."""
+    if args.split == "uniform":
+        return None
+    declared = None
+    if profile:
+        m = complexity / np.array([mu for mu, _ in profile])
+        declared = Moments(m, m**2, np.array([c for _, c in profile]))
+    if args.split == "optimal" and declared is None:
+        raise UsageError("--split optimal needs declared speeds: give --profile")
+    if not args.gamma >= 0:
+        raise UsageError(f"--gamma {args.gamma} is out of range: allowed >= 0")
+    return Splitter(args.split, code.n_tasks, code.n_workers, declared, args.gamma)
+
+
 def tolerance_partitions(fraction: float, code: Code) -> int:
     """--tolerance FRACTION as a count of partitions, checked against the code's decoder."""
     if not 0.0 <= fraction < 1.0:
@@ -174,10 +211,15 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
     try:
         code = build_code(args, n_workers)
         tolerance = tolerance_partitions(args.tolerance, code)
+        profile = load_profile(args.profile, n_workers) if args.profile else ()
+        complexity = args.work / code.n_partitions
         delay = DelayModel(kind=args.delay, seed=args.seed, mu=args.mu, alpha=args.alpha,
                            task_time=args.task_time, slow_factor=args.slow_factor,
                            slow=frozenset(r - 1 for r in args.slow_workers),
-                           time_scale=args.time_scale)
+                           time_scale=args.time_scale, profile=profile, complexity=complexity)
+        splitter = make_splitter(args, code, profile, complexity)
+        arrivals_s = (poisson_arrivals(args.jobs, args.arrival_rate, args.seed)
+                      * args.time_scale)
         data = (load(args.dataset) if args.dataset
                 else synthetic(args.job, args.samples, args.features, args.seed))
         job = make_job(args.job, data, code, args.lr)
@@ -190,21 +232,31 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
         except OSError as exc:
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
-    return Plan(args, code, job, delay, tolerance, metrics)
+    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, metrics)
 
 
 class Progress:
     """Rank 0's progress lines (about ten a run) on stderr."""
 
-    def __init__(self, total: int, quiet: bool, metrics: TextIO | None) -> None:
-        self.total, self.quiet, self.metrics = total, quiet, metrics
+    def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1) -> None:
+        self.total, self.quiet, self.metrics, self.jobs = total, quiet, metrics, jobs
         self.every = max(1, total // 10)
         self.wall = 0.0
+        self.seen = 0
         self.purged = 0
         self.loss: float | None = None
 
+    def job_done(self, job) -> None:
+        if self.metrics is not None:
+            self.metrics.write(json.dumps({"record": "job", **job.__dict__}) + "\n")
+        if not self.quiet and self.jobs > 1:
+            print(f"[mpicoded] job {job.job + 1}/{self.jobs} done: in-order delay "
+                  f"{job.in_order_delay_s:.3f} s, loss {job.final_loss:.6f}",
+                  file=sys.stderr, flush=True)
+
     def __call__(self, record, loss: float | None) -> None:
         self.wall += record.wall_s
+        self.seen += 1
         self.purged += record.purged_tasks
         self.loss = loss if loss is not None else self.loss
         if self.metrics is not None:
@@ -213,8 +265,9 @@ class Progress:
         done = record.iteration + 1
         if not self.quiet and (done % self.every == 0 or done == self.total):
             shown = "-" if self.loss is None else f"{self.loss:.6f}"
-            print(f"[mpicoded] iteration {done}/{self.total}  loss {shown}  "
-                  f"mean {self.wall / done * 1e3:.1f} ms/it  purged {self.purged}",
+            where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
+            print(f"[mpicoded] {where}iteration {done}/{self.total}  loss {shown}  "
+                  f"mean {self.wall / self.seen * 1e3:.1f} ms/it  purged {self.purged}",
                   file=sys.stderr, flush=True)
 
 
@@ -237,7 +290,24 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
         **{f"total_{k}": v for k, v in result.totals.items()},
         "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
         "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
+        **stream_summary(plan, result),
     }
+
+
+def stream_summary(plan: Plan, result) -> dict:
+    """Jobs, mean in-order delay, and the genie's lower bound for the same realized delays."""
+    delay, code = plan.delay, plan.code
+    genie = [sum(delay.seconds(genie_iteration_time(delay, code.n_workers, j, it,
+                                                    code.n_partitions))
+                 for it in range(plan.args.iterations)) for j in range(len(result.jobs))]
+    bound = serve_in_order(plan.arrivals_s, genie)
+    out = {"jobs": len(result.jobs),
+           "mean_in_order_delay_s": float(np.mean([j.in_order_delay_s for j in result.jobs])),
+           "genie_mean_in_order_delay_s": float(np.mean(bound.delay))}
+    if plan.splitter is not None:
+        out["split"] = plan.splitter.kind
+        out["final_loads"] = [int(k) for k in plan.splitter.loads]
+    return out
 
 
 def main_master(comm, argv: list[str]) -> int:
@@ -260,7 +330,7 @@ def main_master(comm, argv: list[str]) -> int:
             comm.send(status, dest=rank, tag=int(Tag.SETUP))
         return status
     args = plan.args
-    progress = Progress(args.iterations, args.quiet, plan.metrics)
+    progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
     if not args.quiet:
         shown = {k: v for k, v in plan.code.params.items() if k in CODE_FLAGS}
         settings = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
@@ -269,11 +339,13 @@ def main_master(comm, argv: list[str]) -> int:
               f"{settings} ({plan.code.n_tasks} tasks), {n_workers} workers, "
               f"tolerance {plan.tolerance} partitions, delay {args.delay}",
               file=sys.stderr, flush=True)
-    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge)
+    adaptive = plan.splitter is not None and plan.splitter.kind == "adaptive"
+    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge, everything=adaptive)
     master = Master(comm, plan.code, plan.job, tolerance=plan.tolerance, purge=not args.no_purge,
-                    loss_every=args.loss_every, on_iteration=progress)
+                    loss_every=args.loss_every, splitter=plan.splitter, on_iteration=progress,
+                    on_job=progress.job_done)
     start_loss = plan.job.loss(master.theta)
-    result = master.run(args.iterations)
+    result = master.run(args.iterations, plan.arrivals_s)
     record = run_record(plan, result, n_workers, start_loss)
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(record) + "\n")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
 
+from ..balance import Splitter
 from ..codes import Code
 from ..delays import DelayModel
 from ..jobs import Job
@@ -28,6 +29,20 @@ class RunResult:
     makespan_s: float
     totals: dict[str, float] = field(default_factory=dict)
     worker_counters: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    jobs: list[JobRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job of a stream: when it arrived, started and finished (seconds from the run's start),
+    its in-order delay and its final loss."""
+
+    job: int
+    arrival_s: float
+    start_s: float
+    done_s: float
+    in_order_delay_s: float
+    final_loss: float
 
 
 def rank_of(worker: int) -> int:
@@ -35,10 +50,13 @@ def rank_of(worker: int) -> int:
     return worker + 1
 
 
-def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True) -> None:
-    """Send every worker, once, the payloads of all tasks in its schedule and its settings."""
+def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True,
+               everything: bool = False) -> None:
+    """Send every worker, once, the payloads of the tasks in its schedule (of every task with
+    ``everything``, for splits that move tasks between workers) and its settings."""
     cost = job.task_cost()
-    for w, tasks in enumerate(code.schedule):
+    for w, own in enumerate(code.schedule):
+        tasks = range(code.n_tasks) if everything else own
         setup = WorkerSetup(
             worker=w, job=job.name, payloads={t: job.payload(t) for t in tasks},
             task_cost={t: float(cost[t]) for t in tasks}, delay=delay,
@@ -51,11 +69,12 @@ class Master:
     """Rank 0: runs ``iterations`` iterations of ``job`` over the workers of ``comm``."""
 
     def __init__(self, comm: MPI.Comm, code: Code, job: Job, tolerance: int = 0, purge: bool = True,
-                 loss_every: int = 1,
-                 on_iteration: Callable[[IterationRecord, float | None], None] | None = None) -> None:
+                 loss_every: int = 1, splitter: Splitter | None = None,
+                 on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
+                 on_job: Callable[[JobRecord], None] | None = None) -> None:
         self.comm, self.code, self.job = comm, code, job
-        self.loss_every = loss_every
-        self.iterations = 0
+        self.loss_every, self.splitter = loss_every, splitter
+        self.on_job = on_job
         self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
         self.on_iteration = on_iteration
@@ -99,28 +118,32 @@ class Master:
             else:
                 raise RuntimeError(f"master got an unexpected {msg.tag.name} from rank {src}")
 
-    def start_iteration(self, job: int, iteration: int) -> None:
+    def start_iteration(self, job: int, iteration: int,
+                        schedule: tuple[tuple[int, ...], ...] | None = None) -> None:
         self.decoded = None
-        self.execute(self.state.start_iteration(job, iteration, time.perf_counter()))
+        self.execute(self.state.start_iteration(job, iteration, time.perf_counter(), schedule))
 
     def finish_iteration(self) -> IterationRecord:
-        """Wait until the open iteration decodes; step theta."""
+        """Wait until the open iteration decodes; step theta; let the splitter learn."""
         self.pump(lambda: self.decoded is not None)
         decoded = self.decoded
         assert decoded is not None and decoded.result is not None
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
+        if self.splitter is not None:
+            cur = self.state.current
+            self.splitter.observe(cur.arrivals, cur.decoded_at)
         return decoded.record
 
-    def report(self, record: IterationRecord) -> None:
+    def report(self, record: IterationRecord, last: bool = False) -> float | None:
         """Record an iteration with the loss of the theta it produced (every ``loss_every``-th
-        iteration, and the last: the loss costs a pass over all the data on rank 0)."""
-        last = len(self.records) + 1 == self.iterations
+        iteration, and a job's last: the loss costs a pass over all the data on rank 0)."""
         due = self.loss_every and (record.iteration + 1) % self.loss_every == 0
         loss = self.job.loss(self.theta) if due or last else None
         self.records.append(record)
         self.losses.append(loss)
         if self.on_iteration is not None:
             self.on_iteration(record, loss)
+        return loss
 
     def shutdown(self) -> None:
         """STOP every worker and wait for all acknowledgements (results still arriving are stale).
@@ -136,23 +159,32 @@ class Master:
                 continue  # a second worker's failure changes nothing now: keep draining
         self.outbox.drain()
 
-    def run(self, iterations: int, job: int = 0) -> RunResult:
-        """All iterations, then STOP; the makespan ends when every worker acknowledged.
+    def run(self, iterations: int, arrivals_s: Sequence[float] = (0.0,)) -> RunResult:
+        """Jobs arriving at ``arrivals_s`` (seconds from the start), served in order, each
+        ``iterations`` iterations from theta = 0; then STOP. The makespan ends when every worker
+        acknowledged. An idle master waits for the next arrival, still draining late results.
 
         The loss of iteration t's result is computed after iteration t+1 is sent out, while the
         workers compute, so that bookkeeping never delays them.
         """
         start = time.perf_counter()
-        self.iterations = iterations
-        previous: IterationRecord | None = None
-        for it in range(iterations):
-            self.start_iteration(job, it)
-            if previous is not None:
-                self.report(previous)
-            previous = self.finish_iteration()
-        if previous is not None:
-            self.report(previous)
+        jobs = []
+        for job, arrival in enumerate(arrivals_s):
+            self.pump(lambda a=arrival: time.perf_counter() - start >= a)
+            began = time.perf_counter() - start
+            self.theta = np.zeros(self.job.dim)
+            previous: IterationRecord | None = None
+            for it in range(iterations):
+                self.start_iteration(job, it, self.splitter.schedule() if self.splitter else None)
+                if previous is not None:
+                    self.report(previous)
+                previous = self.finish_iteration()
+            done = time.perf_counter() - start
+            loss = self.report(previous, last=True)
+            jobs.append(JobRecord(job, arrival, began, done, done - arrival, loss))
+            if self.on_job is not None:
+                self.on_job(jobs[-1])
         self.shutdown()
         makespan = time.perf_counter() - start
         return RunResult(self.theta, self.records, self.losses, makespan,
-                         dict(self.state.totals), self.counters)
+                         dict(self.state.totals), self.counters, jobs)

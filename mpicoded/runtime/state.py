@@ -77,6 +77,9 @@ class _Iteration:
     started: float
     decoder: Decoder
     outstanding: dict[int, set[int]]
+    schedule: tuple[tuple[int, ...], ...]
+    arrivals: dict[int, list[float]] = field(default_factory=dict)  # worker -> result times
+    decoded_at: float | None = None
     received: int = 0
     messages: int = 0
     done: bool = False
@@ -101,14 +104,18 @@ class MasterState:
         for key in ("results_received", "stale_results", "purged_tasks", "messages", "iterations"):
             self.totals[key] = 0
 
-    def start_iteration(self, job: int, iteration: int, now: float) -> list[Action]:
-        """Open (job, iteration): every worker with tasks gets its list."""
+    def start_iteration(self, job: int, iteration: int, now: float,
+                        schedule: tuple[tuple[int, ...], ...] | None = None) -> list[Action]:
+        """Open (job, iteration): every worker with tasks gets its list (from ``schedule``, by
+        default the code's own)."""
         if self.current is not None and not self.current.done:
             raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
                                "is still open: decode it before starting another")
-        outstanding = {w: set(self.code.schedule[w]) for w in self.workers if self.code.schedule[w]}
-        self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance), outstanding)
-        return [SendIterate(w, job, iteration, self.code.schedule[w]) for w in sorted(outstanding)]
+        schedule = self.code.schedule if schedule is None else schedule
+        outstanding = {w: set(schedule[w]) for w in self.workers if schedule[w]}
+        self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
+                                  outstanding, schedule)
+        return [SendIterate(w, job, iteration, schedule[w]) for w in sorted(outstanding)]
 
     def on_result(self, worker: int, job: int, iteration: int, tasks: list[int],
                   values: np.ndarray | None, now: float) -> list[Action]:
@@ -120,6 +127,7 @@ class MasterState:
             return []
         cur.messages += 1
         cur.received += len(tasks)
+        cur.arrivals.setdefault(worker, []).extend([now - cur.started] * len(tasks))
         self.totals["messages"] += 1
         self.totals["results_received"] += len(tasks)
         cur.outstanding.get(worker, set()).difference_update(tasks)
@@ -132,6 +140,7 @@ class MasterState:
         cur = self.current
         assert cur is not None
         cur.done = True
+        cur.decoded_at = now - cur.started
         actions: list[Action] = []
         purged = 0
         for w in sorted(cur.outstanding):

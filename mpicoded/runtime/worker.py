@@ -83,10 +83,14 @@ class Worker:
         setup = self.setup
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
+        shift = float(setup.delay.iteration_shifts(np.array([setup.worker]))[0])
+        if shift and not self.serve_delay(setup.delay.seconds(shift), msg.job, msg.iteration):
+            self.dropped += len(tasks)  # purged before the first task began
+            return
         for i, task in enumerate(tasks):
             value = self.compute(setup.payloads[task], theta)
             self.computed += 1
-            model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, task,
+            model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
                                                 setup.task_cost[task])
             if not self.serve_delay(setup.delay.seconds(model_time), msg.job, msg.iteration):
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are dropped too

@@ -1,22 +1,25 @@
 """Discrete-event simulation of coded iterations, on the runtime's own MasterState and decoders.
 
-Per iteration every worker runs its schedule back to back: task i finishes at the sum of the
-delays of its first i + 1 tasks (drawn, vectorised, from the same keyed stream the MPI workers
-use, so iteration t meets the same delays in both). Results reach the master in time order and
-are fed to a MasterState until it decodes; everything still running is purged. The records have
-the runtime's fields; ``wall_s`` is model time times the delay model's time scale.
+Per iteration every worker runs its task list back to back after its communication delay: task
+i finishes at the sum of the delays of its first i + 1 tasks (drawn, vectorised, from the same
+keyed stream the MPI workers use, so iteration t meets the same delays in both). Results reach
+the master in time order and are fed to a MasterState until it decodes; everything still running
+is purged. Records have the runtime's fields; times are model time times the time scale.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
+from ..balance import Splitter
 from ..codes import Code
 from ..delays import DelayModel
 from ..runtime.state import Decoded, IterationRecord, MasterState
+from ..stream import StreamTimes, genie_iteration_time, serve_in_order
 
 
 @dataclass
@@ -28,6 +31,8 @@ class SimResult:
     task_events: int  # task completions simulated
     elapsed_s: float
     totals: dict[str, float] = field(default_factory=dict)
+    jobs: StreamTimes | None = None  # for a stream: the jobs' start, departure and delay
+    genie: StreamTimes | None = None  # the genie's lower bound on the same delays
 
     @property
     def events_per_s(self) -> float:
@@ -38,58 +43,107 @@ class SimResult:
         return float(np.mean([getattr(r, metric) for r in self.records]))
 
 
+@dataclass(frozen=True)
+class _Entries:
+    """One schedule flattened: an entry per (worker, task) in execution order."""
+
+    workers: np.ndarray
+    tasks: np.ndarray
+    slots: np.ndarray  # position in the worker's list
+    first: np.ndarray  # index of the entry's worker's first entry
+    last: np.ndarray  # index of the entry's worker's last entry
+
+
+@lru_cache(maxsize=64)
+def _entries(schedule: tuple[tuple[int, ...], ...]) -> _Entries:
+    loads = np.array([len(ts) for ts in schedule])
+    workers = np.repeat(np.arange(len(schedule)), loads)
+    tasks = np.array([t for ts in schedule for t in ts], dtype=int)
+    starts = np.concatenate([[0], np.cumsum(loads)[:-1]])
+    first = np.repeat(starts, loads)
+    return _Entries(workers, tasks, np.arange(len(tasks)) - first, first,
+                    np.repeat(starts + loads - 1, loads))
+
+
 class Simulator:
     """Simulates ``code`` under ``delay``; ``task_cost`` gives each task's work units."""
 
     def __init__(self, code: Code, delay: DelayModel, task_cost: np.ndarray | None = None,
-                 tolerance: int = 0) -> None:
-        self.code, self.delay, self.tolerance = code, delay, tolerance
+                 tolerance: int = 0, splitter: Splitter | None = None) -> None:
+        self.code, self.delay, self.tolerance, self.splitter = code, delay, tolerance, splitter
         cost = np.count_nonzero(code.B, axis=1) if task_cost is None else np.asarray(task_cost)
-        self.workers = np.concatenate([np.full(len(ts), w) for w, ts in enumerate(code.schedule)])
-        self.tasks = np.concatenate([np.asarray(ts, dtype=int) for ts in code.schedule])
-        self.units = cost[self.tasks].astype(np.float64)
-        starts = np.cumsum([0] + code.loads[:-1])
-        self.first = np.repeat(starts, code.loads)  # index of each entry's worker's first task
-        self.last = np.repeat(starts + np.array(code.loads) - 1, code.loads)
+        self.cost = cost.astype(np.float64)
+        self.task_events = 0
 
-    def finish_times(self, job: int, iteration: int) -> np.ndarray:
+    def finish_times(self, job: int, iteration: int,
+                     schedule: tuple[tuple[int, ...], ...] | None = None) -> np.ndarray:
         """Model time at which each (worker, task) entry's result reaches the master."""
-        delays = self.delay.task_delays(self.workers, job, iteration, self.tasks, self.units)
+        e = _entries(self.code.schedule if schedule is None else schedule)
+        delays = self.delay.task_delays(e.workers, job, iteration, e.slots, self.cost[e.tasks])
         done = np.cumsum(delays)
-        done -= (done - delays)[self.first]  # restart the running sum at each worker's first task
+        done -= (done - delays)[e.first]  # restart the running sum at each worker's first task
+        done += self.delay.iteration_shifts(e.workers)
         if self.code.messages == "single":  # one message once the worker's last task is done
-            done = done[self.last]
+            done = done[e.last]
         return done
 
+    def iteration(self, state: MasterState, job: int, it: int) -> tuple[IterationRecord, int]:
+        """One iteration on ``state``; its record (times in seconds) and results processed."""
+        schedule = self.splitter.schedule() if self.splitter else self.code.schedule
+        e = _entries(schedule)
+        state.start_iteration(job, it, 0.0, schedule)
+        done = self.finish_times(job, it, schedule)
+        self.task_events += len(done)
+        order = np.argsort(done, kind="stable")
+        single = self.code.messages == "single"
+        if single:  # a worker's whole list arrives as one message
+            order = order[e.last[order] == order]
+        processed = 0
+        for i in order:
+            w = int(e.workers[i])
+            tasks = list(schedule[w]) if single else [int(e.tasks[i])]
+            processed += 1
+            actions = state.on_result(w, job, it, tasks, None, float(done[i]))
+            if actions and isinstance(actions[-1], Decoded):
+                if self.splitter is not None:
+                    cur = state.current
+                    self.splitter.observe(cur.arrivals, cur.decoded_at)
+                rec = actions[-1].record
+                return IterationRecord(**{**rec.__dict__,
+                                          "wall_s": self.delay.seconds(rec.wall_s)}), processed
+        raise RuntimeError(f"iteration {it}: every result arrived and {self.code.name} "
+                           "still cannot decode")
+
     def run(self, iterations: int, job: int = 0) -> SimResult:
+        return self.run_stream(np.zeros(1), iterations, genie=False, first_job=job)
+
+    def run_stream(self, arrivals: np.ndarray, iterations: int, genie: bool = True,
+                   first_job: int = 0) -> SimResult:
+        """Jobs arriving at ``arrivals`` (model time), ``iterations`` each, served in order."""
         state = MasterState(self.code, self.tolerance)
         records: list[IterationRecord] = []
-        events = 0
+        processed = 0
+        self.task_events = 0
         start = time.perf_counter()
-        single = self.code.messages == "single"
-        for it in range(iterations):
-            state.start_iteration(job, it, 0.0)
-            done = self.finish_times(job, it)
-            order = np.argsort(done, kind="stable")
-            if single:  # a worker's whole list arrives as one message
-                order = order[np.isin(order, np.unique(self.last))]
-            decoded = None
-            for i in order:
-                w = int(self.workers[i])
-                tasks = list(self.code.schedule[w]) if single else [int(self.tasks[i])]
-                events += 1
-                actions = state.on_result(w, job, it, tasks, None, float(done[i]))
-                if actions and isinstance(actions[-1], Decoded):
-                    decoded = actions[-1]
-                    break
-            if decoded is None:
-                raise RuntimeError(f"iteration {it}: every result arrived and {self.code.name} "
-                                   "still cannot decode")
-            rec = decoded.record
-            records.append(IterationRecord(**{**rec.__dict__,
-                                              "wall_s": self.delay.seconds(rec.wall_s)}))
-        return SimResult(records, events, iterations * len(self.tasks),
-                         time.perf_counter() - start, dict(state.totals))
+        services, genie_services = [], []
+        for j in range(len(arrivals)):
+            job = first_job + j
+            service = genie_service = 0.0
+            for it in range(iterations):
+                rec, n = self.iteration(state, job, it)
+                records.append(rec)
+                processed += n
+                service += rec.wall_s
+                if genie:
+                    genie_service += self.delay.seconds(genie_iteration_time(
+                        self.delay, self.code.n_workers, job, it, self.code.n_partitions))
+            services.append(service)
+            genie_services.append(genie_service)
+        elapsed = time.perf_counter() - start
+        arrivals_s = np.array([self.delay.seconds(a) for a in arrivals])
+        return SimResult(records, processed, self.task_events, elapsed, dict(state.totals),
+                         serve_in_order(arrivals_s, services),
+                         serve_in_order(arrivals_s, genie_services) if genie else None)
 
 
 def simulate(code: Code, delay: DelayModel, iterations: int, tolerance: int = 0,

@@ -1,0 +1,273 @@
+"""Load splits for heterogeneous workers (paper 000): how many of an iteration's KΩ tasks each gets.
+
+Worker p's time for κ tasks is c_p plus a sum of κ task times: mean c_p + κ m_p, variance κ v_p.
+The optimal split equalises D_p(κ) = c_p + κ m_p + γ sqrt(κ v_p) over the workers it uses (the
+paper's Theorem 2 with γ = 1; its formula is missing from the text, ../shared/design.md restates
+it). Integer split: give the tasks one at a time to the worker whose D_p(κ_p + 1) is smallest,
+which minimises the largest D_p exactly; a worker whose c_p alone exceeds the level gets none.
+The continuous solution (level τ with Σ κ_p(τ) = KΩ, by bisection) is its check.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SPLITS = ("uniform", "optimal", "adaptive")
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Per-worker task-time mean m, variance v and per-iteration communication delay c."""
+
+    m: np.ndarray
+    v: np.ndarray
+    c: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("m", "v", "c"):
+            arr = np.asarray(getattr(self, name), dtype=np.float64)
+            object.__setattr__(self, name, arr)
+        if not (self.m.shape == self.v.shape == self.c.shape and self.m.ndim == 1):
+            raise ValueError("m, v and c must be 1-D arrays of one length (one value a worker)")
+        if not (np.all(self.m > 0) and np.all(self.v >= 0) and np.all(self.c >= 0)):
+            raise ValueError("moments must have m > 0, v >= 0 and c >= 0 for every worker")
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.m)
+
+
+def uniform_split(n_tasks: int, n_workers: int) -> np.ndarray:
+    """n_tasks / n_workers each, rounded so the loads differ by at most one and sum to n_tasks."""
+    base, extra = divmod(n_tasks, n_workers)
+    return np.array([base + (w < extra) for w in range(n_workers)])
+
+
+def finish_level(moments: Moments, loads: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """D_p(κ_p) for every worker (0 for a worker with no tasks)."""
+    k = np.asarray(loads, dtype=np.float64)
+    level = moments.c + k * moments.m + gamma * np.sqrt(k * moments.v)
+    return np.where(k > 0, level, 0.0)
+
+
+def optimal_split(n_tasks: int, moments: Moments, gamma: float = 1.0) -> np.ndarray:
+    """Integer split minimising the largest D_p: greedy, one task at a time (a heap)."""
+    if n_tasks < 0:
+        raise ValueError(f"n_tasks={n_tasks} is out of range: allowed >= 0")
+    m, v, c = moments.m, moments.v, moments.c
+    loads = np.zeros(moments.n_workers, dtype=int)
+
+    def next_level(p: int) -> float:
+        k = loads[p] + 1
+        return c[p] + k * m[p] + gamma * math.sqrt(k * v[p])
+
+    heap = [(next_level(p), p) for p in range(moments.n_workers)]
+    heapq.heapify(heap)
+    for _ in range(n_tasks):
+        _, p = heapq.heappop(heap)
+        loads[p] += 1
+        heapq.heappush(heap, (next_level(p), p))
+    return loads
+
+
+def continuous_split(n_tasks: float, moments: Moments, gamma: float = 1.0) -> tuple[np.ndarray, float]:
+    """Real-valued loads κ_p(τ) at the level τ where they sum to n_tasks, and τ (bisection).
+
+    κ_p(τ) solves c_p + κ m_p + γ sqrt(κ v_p) = τ: a quadratic in sqrt(κ); 0 when τ <= c_p.
+    """
+    m, v, c = moments.m, moments.v, moments.c
+
+    def loads_at(tau: float) -> np.ndarray:
+        b = gamma * np.sqrt(v)
+        room = np.maximum(tau - c, 0.0)
+        root = (-b + np.sqrt(b * b + 4 * m * room)) / (2 * m)
+        return root * root
+
+    low, high = 0.0, float(np.max(c) + n_tasks * np.max(m) + gamma * math.sqrt(n_tasks * np.max(v)))
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if loads_at(mid).sum() < n_tasks:
+            low = mid
+        else:
+            high = mid
+    return loads_at(high), high
+
+
+def mismatch(moments: Moments, loads: np.ndarray, gamma: float = 1.0) -> float:
+    """Variance of D_p over the workers that have tasks (0 when they all finish together)."""
+    used = np.asarray(loads) > 0
+    return float(np.var(finish_level(moments, loads, gamma)[used])) if used.any() else 0.0
+
+
+def split_schedule(loads: np.ndarray, n_tasks: int | None = None) -> tuple[tuple[int, ...], ...]:
+    """Worker p runs the next loads[p] task ids, in order: contiguous runs of 0..Σ loads - 1."""
+    total = int(np.sum(loads))
+    if n_tasks is not None and total != n_tasks:
+        raise ValueError(f"loads sum to {total}, not to the {n_tasks} tasks")
+    edges = np.concatenate([[0], np.cumsum(loads)])
+    return tuple(tuple(range(int(a), int(b))) for a, b in zip(edges[:-1], edges[1:], strict=True))
+
+
+@dataclass
+class Candidate:
+    """One (K, C, Ω) of the code-parameter search with its optimal split."""
+
+    partitions: int
+    complexity: float
+    redundancy: float
+    loads: np.ndarray
+    mismatch: float
+    level: float
+    expected_iteration: float | None = None
+
+
+def parameter_search(work: float, mu: np.ndarray, c: np.ndarray,
+                     partitions: list[int], redundancies: list[float], gamma: float = 1.0,
+                     simulate_iteration=None) -> list[Candidate]:
+    """Algorithm 1: over (K, C = work / K, Ω), the optimal split and its mismatch, best first.
+
+    Task times are exponential with rate μ_p / C, so m_p = C / μ_p and v_p = m_p². If given,
+    ``simulate_iteration(candidate)`` adds the simulator's expected iteration time beside each.
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    out = []
+    for k in partitions:
+        complexity = work / k
+        moments = Moments(complexity / mu, (complexity / mu) ** 2, np.asarray(c, dtype=float))
+        for omega in redundancies:
+            n_tasks = int(round(k * omega))
+            loads = optimal_split(n_tasks, moments, gamma)
+            level = float(finish_level(moments, loads, gamma).max())
+            cand = Candidate(k, complexity, omega, loads, mismatch(moments, loads, gamma), level)
+            if simulate_iteration is not None:
+                cand.expected_iteration = simulate_iteration(cand)
+            out.append(cand)
+    return sorted(out, key=lambda cand: cand.mismatch)
+
+
+@dataclass
+class Estimator:
+    """Online estimates of each worker's m_p, v_p, c_p from the task times the master sees.
+
+    Per iteration the master reports, for each worker, the arrival times of its results measured
+    from the ITERATE, and the time the iteration was decoded (when its unfinished task was cut
+    off). The first result carries c_p + T; later gaps are single task times. Purged work is
+    censored: the mean uses the exponential MLE, exposure / completions, which counts the time
+    spent on the cut-off task. Censoring also keeps a slow worker's long gaps out of sight, so its
+    own gap variance is biased low; the variance is instead v_p = CV² m_p², with the squared
+    coefficient of variation CV² pooled over all gaps (dominated by the fast, rarely censored
+    workers; it is 1 for the paper's exponential task times). Statistics decay by ``forget``
+    each iteration so a worker whose speed changes is followed.
+    """
+
+    n_workers: int
+    forget: float = 0.7
+    exposure: np.ndarray = field(init=False)
+    completions: np.ndarray = field(init=False)
+    gap_sum: np.ndarray = field(init=False)
+    gap_sq: np.ndarray = field(init=False)
+    gap_n: np.ndarray = field(init=False)
+    first_sum: np.ndarray = field(init=False)
+    first_n: np.ndarray = field(init=False)
+    decode_sum: np.ndarray = field(init=False)  # decode times of the iterations seen by first_*
+
+    _STATS = ("exposure", "completions", "gap_sum", "gap_sq", "gap_n", "first_sum", "first_n",
+              "decode_sum")
+
+    def __post_init__(self) -> None:
+        for name in self._STATS:
+            setattr(self, name, np.zeros(self.n_workers))
+
+    def observe(self, arrivals: dict[int, list[float]], assigned: dict[int, int],
+                decoded_at: float) -> None:
+        """One iteration: result times per worker, tasks assigned, and the decode time."""
+        for name in self._STATS:
+            getattr(self, name)[:] *= self.forget
+        for p, n_assigned in assigned.items():
+            times = sorted(arrivals.get(p, []))
+            if not times:
+                continue  # no result: this iteration says nothing we can separate from c_p
+            gaps = np.diff(times)
+            self.first_sum[p] += times[0]
+            self.first_n[p] += 1
+            self.decode_sum[p] += decoded_at
+            self.gap_sum[p] += gaps.sum()
+            self.gap_sq[p] += (gaps**2).sum()
+            self.gap_n[p] += len(gaps)
+            cut_off = max(0.0, decoded_at - times[-1]) if len(times) < n_assigned else 0.0
+            self.exposure[p] += gaps.sum() + cut_off
+            self.completions[p] += len(gaps)
+
+    def _shift(self, m: np.ndarray) -> np.ndarray:
+        """c_p from the first results' times. A first result is seen only if c_p + T arrives
+        before the decode at D, so its mean is c_p + E[T | T <= D - c_p]; with exponential T that
+        is solved for c_p by a fixed-point iteration."""
+        first = self.first_sum / self.first_n
+        decode = self.decode_sum / self.first_n
+        c = np.maximum(first - m, 0.0)
+        for _ in range(30):
+            room = np.maximum(decode - c, 1e-12)
+            ratio = np.minimum(room / m, 700.0)
+            truncated_mean = m - room * np.exp(-ratio) / (1.0 - np.exp(-ratio))
+            c = np.clip(first - truncated_mean, 0.0, first)
+        return c
+
+    def moments(self, fallback: Moments | None = None) -> Moments:
+        """Current estimates; workers with too little data get the fallback (or the median)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = self.exposure / self.completions
+            gap_mean = self.gap_sum / self.gap_n
+            cv2_each = (self.gap_sq / self.gap_n - gap_mean**2) / gap_mean**2
+            usable = np.isfinite(cv2_each) & (self.gap_n > 1)
+            cv2 = (float(np.average(cv2_each[usable], weights=self.gap_n[usable]))
+                   if usable.any() else 1.0)
+            v = max(cv2, 0.0) * m**2
+            c = self._shift(m)
+        known = (self.completions > 0.5) & np.isfinite(m) & (m > 0)
+        if fallback is not None:
+            m = np.where(known, m, fallback.m)
+            v = np.where(known & np.isfinite(v), v, fallback.v)
+            c = np.where(known & np.isfinite(c), c, fallback.c)
+        else:
+            default = float(np.median(m[known])) if known.any() else 1.0
+            m = np.where(known, m, default)
+            v = np.where(known & np.isfinite(v), v, default**2)
+            c = np.where(known & np.isfinite(c), c, 0.0)
+        return Moments(m, v, c)
+
+
+class Splitter:
+    """Decides each iteration's schedule: which of the code's tasks every worker runs.
+
+    ``uniform`` and ``optimal`` (from declared moments) are fixed; ``adaptive`` starts uniform
+    and re-splits from the Estimator after every iteration, so no one has to declare speeds.
+    """
+
+    def __init__(self, kind: str, n_tasks: int, n_workers: int, declared: Moments | None = None,
+                 gamma: float = 1.0) -> None:
+        if kind not in SPLITS:
+            raise ValueError(f"split={kind!r} is unknown: allowed {list(SPLITS)}")
+        if kind == "optimal" and declared is None:
+            raise ValueError("split 'optimal' needs declared worker speeds (a --profile)")
+        self.kind, self.n_tasks, self.n_workers, self.gamma = kind, n_tasks, n_workers, gamma
+        self.estimator = Estimator(n_workers) if kind == "adaptive" else None
+        if kind == "optimal":
+            self.loads = optimal_split(n_tasks, declared, gamma)
+        else:
+            self.loads = uniform_split(n_tasks, n_workers)
+
+    def schedule(self) -> tuple[tuple[int, ...], ...]:
+        """The schedule for the next iteration."""
+        return split_schedule(self.loads, self.n_tasks)
+
+    def observe(self, arrivals: dict[int, list[float]], decoded_at: float) -> None:
+        """After an iteration: feed the estimator and re-split (adaptive only)."""
+        if self.estimator is None:
+            return
+        assigned = {p: int(k) for p, k in enumerate(self.loads) if k}
+        self.estimator.observe(arrivals, assigned, decoded_at)
+        self.loads = optimal_split(self.n_tasks, self.estimator.moments(), self.gamma)

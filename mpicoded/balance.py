@@ -165,7 +165,7 @@ class Estimator:
     """
 
     n_workers: int
-    forget: float = 0.7
+    forget: float = 0.95
     exposure: np.ndarray = field(init=False)
     completions: np.ndarray = field(init=False)
     gap_sum: np.ndarray = field(init=False)
@@ -184,9 +184,12 @@ class Estimator:
 
     def observe(self, arrivals: dict[int, list[float]], assigned: dict[int, int],
                 decoded_at: float) -> None:
-        """One iteration: result times per worker, tasks assigned, and the decode time."""
+        """One iteration: result times per worker, tasks assigned, and the decode time.
+
+        Only workers that had tasks learn (and forget); an idle worker keeps its estimates."""
+        busy = [p for p, n in assigned.items() if n]
         for name in self._STATS:
-            getattr(self, name)[:] *= self.forget
+            getattr(self, name)[busy] *= self.forget
         for p, n_assigned in assigned.items():
             times = sorted(arrivals.get(p, []))
             if not times:
@@ -245,7 +248,11 @@ class Splitter:
 
     ``uniform`` and ``optimal`` (from declared moments) are fixed; ``adaptive`` starts uniform
     and re-splits from the Estimator after every iteration, so no one has to declare speeds.
+    Every ``probe_every`` iterations each worker the split leaves idle gets one task (taken from
+    the most loaded worker), so a worker that became faster is noticed.
     """
+
+    probe_every = 10
 
     def __init__(self, kind: str, n_tasks: int, n_workers: int, declared: Moments | None = None,
                  gamma: float = 1.0) -> None:
@@ -255,6 +262,7 @@ class Splitter:
             raise ValueError("split 'optimal' needs declared worker speeds (a --profile)")
         self.kind, self.n_tasks, self.n_workers, self.gamma = kind, n_tasks, n_workers, gamma
         self.estimator = Estimator(n_workers) if kind == "adaptive" else None
+        self.iterations = 0
         if kind == "optimal":
             self.loads = optimal_split(n_tasks, declared, gamma)
         else:
@@ -271,3 +279,10 @@ class Splitter:
         assigned = {p: int(k) for p, k in enumerate(self.loads) if k}
         self.estimator.observe(arrivals, assigned, decoded_at)
         self.loads = optimal_split(self.n_tasks, self.estimator.moments(), self.gamma)
+        self.iterations += 1
+        if self.iterations % self.probe_every == 0:
+            for p in np.flatnonzero(self.loads == 0):
+                donor = int(np.argmax(self.loads))
+                if self.loads[donor] > 1:
+                    self.loads[donor] -= 1
+                    self.loads[p] += 1

@@ -294,6 +294,15 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
     }
 
 
+def placement(plan: Plan) -> tuple[tuple[int, ...], ...]:
+    """Which tasks' data each worker holds: its schedule, or every task for an adaptive split."""
+    if plan.splitter is None:
+        return plan.code.schedule
+    if plan.splitter.kind == "adaptive":
+        return tuple(tuple(range(plan.code.n_tasks)) for _ in range(plan.code.n_workers))
+    return plan.splitter.schedule()
+
+
 def stream_summary(plan: Plan, result) -> dict:
     """Jobs, mean in-order delay, and the genie's lower bound for the same realized delays."""
     delay, code = plan.delay, plan.code
@@ -339,8 +348,8 @@ def main_master(comm, argv: list[str]) -> int:
               f"{settings} ({plan.code.n_tasks} tasks), {n_workers} workers, "
               f"tolerance {plan.tolerance} partitions, delay {args.delay}",
               file=sys.stderr, flush=True)
-    adaptive = plan.splitter is not None and plan.splitter.kind == "adaptive"
-    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge, everything=adaptive)
+    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge,
+               placement=placement(plan))
     master = Master(comm, plan.code, plan.job, tolerance=plan.tolerance, purge=not args.no_purge,
                     loss_every=args.loss_every, splitter=plan.splitter, on_iteration=progress,
                     on_job=progress.job_done)

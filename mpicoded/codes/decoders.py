@@ -17,8 +17,9 @@ from ._base import Code, Decoder
 class GenericDecoder(Decoder):
     """Works for any B: keeps an orthonormal basis of the received rows' span.
 
-    Target ``sum`` is recoverable once the all-ones vector lies in that span; partition j of
-    target ``each`` once e_j does (its row of the basis has unit norm). Values are combined by a
+    Target ``sum`` is recoverable once the all-ones vector lies in that span (its squared
+    projection reaches k); partition j of target ``each`` once e_j does (row j of the basis has
+    unit norm). Both are tracked incrementally, O(k·rank) a result. Values are combined by a
     least-squares solve once, at ``result()``.
     """
 
@@ -32,27 +33,35 @@ class GenericDecoder(Decoder):
                 "which recovers all or nothing; allowed tolerance 0"
             )
         k = code.n_partitions
-        self._basis = np.zeros((k, 0))
-        self._ones = np.ones(k) / np.sqrt(k)
+        self._basis = np.zeros((k, k))
+        self._rank = 0
+        self._row_norms = np.zeros(k)  # squared norms of the basis rows: 1 once e_j is in span
+        self._ones_proj = 0.0  # squared norm of the projection of the all-ones vector
 
     def _update(self, task: int) -> bool:
+        k = self.code.n_partitions
+        if self._rank == k:
+            return True
+        basis = self._basis[:, : self._rank]
         row = self.code.B[task]
         for _ in range(2):  # re-orthogonalise once for stability
-            row = row - self._basis @ (self._basis.T @ row)
+            row = row - basis @ (basis.T @ row)
         norm = np.linalg.norm(row)
         if norm > self._TOL * max(1.0, np.linalg.norm(self.code.B[task])):
-            self._basis = np.column_stack([self._basis, row / norm])
+            q = row / norm
+            self._basis[:, self._rank] = q
+            self._rank += 1
+            self._row_norms += q * q
+            self._ones_proj += float(q.sum()) ** 2
         if self.code.target == "each":
-            return len(self.missing_partitions) <= self.tolerance
-        residual = self._ones - self._basis @ (self._basis.T @ self._ones)
-        return bool(np.linalg.norm(residual) < 1e-7)
+            return k - int(np.count_nonzero(self._row_norms > 1.0 - 1e-7)) <= self.tolerance
+        return k - self._ones_proj < 1e-9 * k  # squared distance of 1 from the span
 
     @property
     def missing_partitions(self) -> np.ndarray:
         if self.code.target == "sum":  # a sum is all or nothing here (tolerance 0)
             return np.arange(0 if self.ready else self.code.n_partitions)
-        norms = np.einsum("ij,ij->i", self._basis, self._basis)
-        return np.flatnonzero(norms < 1.0 - 1e-7)
+        return np.flatnonzero(self._row_norms <= 1.0 - 1e-7)
 
     def _result(self) -> np.ndarray:
         values = np.stack([self.value(t) for t in self.tasks])

@@ -51,12 +51,12 @@ def rank_of(worker: int) -> int:
 
 
 def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True,
-               everything: bool = False) -> None:
-    """Send every worker, once, the payloads of the tasks in its schedule (of every task with
-    ``everything``, for splits that move tasks between workers) and its settings."""
+               placement: Sequence[Sequence[int]] | None = None) -> None:
+    """Send every worker, once, its settings and the payloads of the tasks it may be asked to
+    run: ``placement[w]`` (by default the code's schedule; a split that moves tasks between
+    workers every iteration places every task everywhere)."""
     cost = job.task_cost()
-    for w, own in enumerate(code.schedule):
-        tasks = range(code.n_tasks) if everything else own
+    for w, tasks in enumerate(code.schedule if placement is None else placement):
         setup = WorkerSetup(
             worker=w, job=job.name, payloads={t: job.payload(t) for t in tasks},
             task_cost={t: float(cost[t]) for t in tasks}, delay=delay,

@@ -54,7 +54,7 @@ class DelayModel:
       communication delay c_p once per iteration (paper 000, Section VI); (mu_p, c_p) come from
       ``profile`` and C is ``complexity``. A task's work is in C, so ``units`` are not used.
     - ``persistent``: each unit takes ``task_time``; workers in ``slow`` take ``slow_factor`` times
-      longer, every iteration.
+      longer, in every iteration from ``slow_from`` on (so a worker can slow down mid-run).
 
     Draws are keyed by (seed, worker, job, iteration) and, for seed000, the task's slot (its
     position in the worker's list), so a draw exists for every slot a worker could run.
@@ -70,6 +70,7 @@ class DelayModel:
     time_scale: float = 1.0
     profile: tuple[tuple[float, float], ...] = ()
     complexity: float = 1.0
+    slow_from: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in DELAY_MODELS:
@@ -112,7 +113,7 @@ class DelayModel:
         if self.kind == "seed000":
             u = keyed_uniform(self.seed, workers, job, iteration, np.asarray(slots))
             return -np.log(u) / self.rates[workers]
-        slow = np.isin(workers, list(self.slow))
+        slow = np.isin(workers, list(self.slow)) & (iteration >= self.slow_from)
         return units * self.task_time * np.where(slow, self.slow_factor, 1.0)
 
     def task_delay(self, worker: int, job: int, iteration: int, slot: int, units: float) -> float:
@@ -133,7 +134,7 @@ class DelayModel:
             out |= {"profile": [list(p) for p in self.profile], "complexity": self.complexity}
         elif self.kind == "persistent":
             out |= {"task_time": self.task_time, "slow_workers": sorted(self.slow),
-                    "slow_factor": self.slow_factor}
+                    "slow_factor": self.slow_factor, "slow_from": self.slow_from}
         return out
 
 

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--slow-workers", type=rank_list, default=[],
                    help="persistent: comma-separated MPI ranks (1..P) that are slow")
     g.add_argument("--slow-factor", type=float, default=10.0, help="persistent; default 10")
+    g.add_argument("--slow-from", type=int, default=0, metavar="IT",
+                   help="persistent: the slow workers are slow from iteration IT of each job on; "
+                   "default 0")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -216,7 +219,8 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
         delay = DelayModel(kind=args.delay, seed=args.seed, mu=args.mu, alpha=args.alpha,
                            task_time=args.task_time, slow_factor=args.slow_factor,
                            slow=frozenset(r - 1 for r in args.slow_workers),
-                           time_scale=args.time_scale, profile=profile, complexity=complexity)
+                           time_scale=args.time_scale, profile=profile, complexity=complexity,
+                           slow_from=args.slow_from)
         splitter = make_splitter(args, code, profile, complexity)
         arrivals_s = (poisson_arrivals(args.jobs, args.arrival_rate, args.seed)
                       * args.time_scale)

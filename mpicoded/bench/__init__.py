@@ -10,6 +10,10 @@
 - ``paper001``: paper 001's Fig. 1 on the simulator and on 21 MPI ranks side by side, with PNG
   plots when matplotlib is installed.
 - ``sim-scale``: the simulator on 10,000 gfrc workers for 100 iterations; events per second.
+- ``cdc``: paper 002's coded MapReduce shuffle against the uncoded one, over MPI, for several
+  K and storage profiles.
+- ``paper000``: paper 000's stream of jobs on uneven workers: in-order delay for the uniform,
+  optimal and adaptive splits and the genie bound; simulator grid and MPI for K = 100.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from .cdc import bench_cdc
 from .decode import bench_decode
+from .paper000 import bench_paper000
 from .paper001 import bench_paper001
 from .runtime import bench_overhead, bench_purge
 from .simscale import bench_sim_scale
@@ -30,9 +36,11 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "decode": bench_decode,
     "paper001": bench_paper001,
     "sim-scale": bench_sim_scale,
+    "paper000": bench_paper000,
+    "cdc": bench_cdc,
 }
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
-                      "sim-scale": 100}
+                      "sim-scale": 100, "paper000": 10, "cdc": 1}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +52,13 @@ def main(argv: list[str] | None = None) -> int:
                                                         for k, v in DEFAULT_ITERATIONS.items()))
     p.add_argument("--sim-iterations", type=int, default=2000,
                    help="paper001: simulated iterations a point; default 2000")
+    p.add_argument("--jobs", type=int, default=20, help="paper000: jobs an MPI run; default 20")
+    p.add_argument("--sim-jobs", type=int, default=100,
+                   help="paper000: jobs a simulated stream; default 100")
+    p.add_argument("--mpi-partitions", type=int, default=100,
+                   help="paper000: the K run on MPI (0: none); default 100")
+    p.add_argument("--time-scale", type=float, default=0.02,
+                   help="paper000: seconds per model time unit on MPI; default 0.02")
     p.add_argument("--task-time", type=float, default=0.02,
                    help="purge: seconds per unit of work; default 0.02")
     p.add_argument("--seed", type=int, default=0)

@@ -76,3 +76,25 @@ def test_tolerance_shortens_iterations():
     partial = simulate(code, delay, 200, tolerance=1, task_cost=np.ones(60))
     assert partial.mean("wall_s") < exact.mean("wall_s")
     assert all(r.missing_partitions <= 1 for r in partial.records)
+
+
+def test_stream_with_splits_and_genie():
+    """paper000's profile: the optimal split beats uniform, and no split beats the genie."""
+    from mpicoded.balance import Moments, Splitter
+    from mpicoded.delays import PAPER000_PROFILE
+    from mpicoded.stream import poisson_arrivals
+
+    code = make_code("mds", 20, partitions=40, redundancy=1.25)
+    delay = DelayModel("seed000", profile=PAPER000_PROFILE, complexity=2.5, seed=1)
+    m = 2.5 / np.array([mu for mu, _ in PAPER000_PROFILE])
+    declared = Moments(m, m**2, np.array([c for _, c in PAPER000_PROFILE]))
+    arrivals = poisson_arrivals(10, 0.01, seed=1)
+    delays = {}
+    for split in ("uniform", "optimal", "adaptive"):
+        splitter = None if split == "uniform" else Splitter(split, 50, 20, declared)
+        res = Simulator(code, delay, np.ones(50), 0, splitter).run_stream(arrivals, 10)
+        delays[split] = res.jobs.delay.mean()
+        assert (res.jobs.delay >= res.genie.delay - 1e-9).all()
+        assert len(res.records) == 100 and {r.job for r in res.records} == set(range(10))
+    assert delays["uniform"] > 1.5 * delays["optimal"]
+    assert delays["adaptive"] < delays["uniform"]

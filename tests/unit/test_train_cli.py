@@ -61,3 +61,33 @@ def test_metrics_file_is_opened_up_front(tmp_path):
     plan = plan_run(["--metrics", str(path)], n_workers=4)
     plan.metrics.close()
     assert path.exists()
+
+
+def test_stream_and_split_flags(tmp_path):
+    plan = plan_run(["--job", "linreg", "--code", "mds", "--partitions", "40", "--redundancy",
+                     "1.25", "--features", "40", "--delay", "seed000", "--profile", "paper000",
+                     "--split", "optimal", "--jobs", "5", "--arrival-rate", "0.5",
+                     "--time-scale", "0.1"], n_workers=20)
+    assert plan.delay.complexity == pytest.approx(100 / 40)
+    assert plan.splitter.kind == "optimal" and plan.splitter.loads.sum() == 50
+    assert plan.splitter.loads[:5].sum() < plan.splitter.loads[15:].sum()
+    assert len(plan.arrivals_s) == 5 and plan.arrivals_s[0] == 0.0
+    profile = tmp_path / "p.json"
+    profile.write_text('[{"mu": 1, "c": 0.5}, {"mu": 3}]')
+    plan = plan_run(["--delay", "seed000", "--profile", str(profile), "--code", "uncoded",
+                     "--split", "adaptive", "--samples", "100"], n_workers=2)
+    assert plan.delay.profile == ((1.0, 0.5), (3.0, 0.0)) and plan.splitter.kind == "adaptive"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--split", "optimal"], "--split optimal needs declared speeds: give --profile"),
+    (["--delay", "seed000"], "delay seed000 needs a heterogeneity profile"),
+    (["--delay", "seed000", "--profile", "paper000"], "profile paper000 describes 20 workers, "
+                                                      "the run has 4"),
+    (["--profile", "/nope.json"], "no such file"),
+    (["--jobs", "2", "--arrival-rate", "0"], "allowed jobs >= 1, rate > 0"),
+    (["--split", "adaptive", "--gamma", "-1"], "--gamma -1.0 is out of range"),
+])
+def test_stream_usage_errors(argv, message):
+    with pytest.raises(UsageError, match=message):
+        plan_run(argv, n_workers=4)

@@ -174,9 +174,11 @@ class Estimator:
     first_sum: np.ndarray = field(init=False)
     first_n: np.ndarray = field(init=False)
     decode_sum: np.ndarray = field(init=False)  # decode times of the iterations seen by first_*
+    silent_sum: np.ndarray = field(init=False)  # iterations a busy worker sent nothing: length
+    silent_n: np.ndarray = field(init=False)  # ... and how many
 
     _STATS = ("exposure", "completions", "gap_sum", "gap_sq", "gap_n", "first_sum", "first_n",
-              "decode_sum")
+              "decode_sum", "silent_sum", "silent_n")
 
     def __post_init__(self) -> None:
         for name in self._STATS:
@@ -192,8 +194,10 @@ class Estimator:
             getattr(self, name)[busy] *= self.forget
         for p, n_assigned in assigned.items():
             times = sorted(arrivals.get(p, []))
-            if not times:
-                continue  # no result: this iteration says nothing we can separate from c_p
+            if not times:  # busy the whole iteration without a result: censored after c_p
+                self.silent_sum[p] += decoded_at
+                self.silent_n[p] += 1
+                continue
             gaps = np.diff(times)
             self.first_sum[p] += times[0]
             self.first_n[p] += 1
@@ -222,7 +226,18 @@ class Estimator:
     def moments(self, fallback: Moments | None = None) -> Moments:
         """Current estimates; workers with too little data get the fallback (or the median)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            m = self.exposure / self.completions
+            # silent iterations add their time past c_p to the exposure (c_p from the first
+            # results, refined once); a worker that never finished a task gets its whole
+            # exposure as the mean
+            # the first task of an iteration runs from c_p to the first result (or, silent, to
+            # the decode): it joins the exposure once c_p is known, so iterate a few times
+            m = self.exposure / np.maximum(self.completions, 1.0)
+            for _ in range(5):
+                c_now = np.nan_to_num(self._shift(m), nan=0.0)
+                first = np.maximum(self.first_sum - self.first_n * c_now, 0.0)
+                silent = np.maximum(self.silent_sum - self.silent_n * c_now, 0.0)
+                m = ((self.exposure + first + silent)
+                     / np.maximum(self.completions + self.first_n, 1.0))
             gap_mean = self.gap_sum / self.gap_n
             cv2_each = (self.gap_sq / self.gap_n - gap_mean**2) / gap_mean**2
             usable = np.isfinite(cv2_each) & (self.gap_n > 1)
@@ -230,7 +245,7 @@ class Estimator:
                    if usable.any() else 1.0)
             v = max(cv2, 0.0) * m**2
             c = self._shift(m)
-        known = (self.completions > 0.5) & np.isfinite(m) & (m > 0)
+        known = (self.exposure + self.silent_sum > 0) & np.isfinite(m) & (m > 0)
         if fallback is not None:
             m = np.where(known, m, fallback.m)
             v = np.where(known & np.isfinite(v), v, fallback.v)

@@ -54,29 +54,57 @@ def mpi_env() -> dict[str, str]:
     return env
 
 
-def mpirun_command(ranks: int, args: list[str]) -> list[str]:
-    """``mpirun -n RANKS [--oversubscribe] -x BLAS vars python ARGS...``."""
+# Open MPI's ULFM: the job survives a dead rank; the heartbeat detector also notices ranks that
+# exit without being killed (without it such a rank is never reported and the job hangs).
+FT_FLAGS = ("--with-ft", "ulfm", "--mca", "mpi_ft_detector", "true", "--mca",
+            "mpi_ft_detector_period", "0.5", "--mca", "mpi_ft_detector_timeout", "2")
+
+
+def mpirun_command(ranks: int, args: list[str], ft: bool = False) -> list[str]:
+    """``mpirun -n RANKS [--oversubscribe] [ULFM flags] -x BLAS vars python ARGS...``."""
     cmd = [mpirun_executable(), "-n", str(ranks)]
     if ranks > (os.cpu_count() or 1):
         cmd.append("--oversubscribe")
+    if ft:
+        cmd += FT_FLAGS
     for var in BLAS_VARS:
         cmd += ["-x", var]
     return [*cmd, sys.executable, *args]
 
 
-def run_mpi(ranks: int, args: list[str], timeout: float, cwd: str | None = None) -> Completed:
-    """Run ``python ARGS`` on ``ranks`` ranks; raises MPIRunTimeout after ``timeout`` seconds."""
-    proc = subprocess.Popen(mpirun_command(ranks, args), env=mpi_env(), cwd=cwd,
+def start_mpi(ranks: int, args: list[str], ft: bool = False,
+              cwd: str | None = None) -> subprocess.Popen:
+    """Start ``python ARGS`` on ``ranks`` ranks in a process group of its own."""
+    return subprocess.Popen(mpirun_command(ranks, args, ft), env=mpi_env(), cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+
+
+def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
+    """Wait for a started mpirun; on timeout kill its whole group and raise MPIRunTimeout."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+        kill_group(proc)
+        out, _ = proc.communicate()
         raise MPIRunTimeout(timeout, out or "") from None
     return Completed(proc.returncode, out)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group, then SIGKILL what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=5)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_mpi(ranks: int, args: list[str], timeout: float, cwd: str | None = None,
+            ft: bool = False) -> Completed:
+    """Run ``python ARGS`` on ``ranks`` ranks; raises MPIRunTimeout after ``timeout`` seconds."""
+    return finish_mpi(start_mpi(ranks, args, ft, cwd), timeout)

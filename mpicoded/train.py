@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import sys
 import traceback
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import TextIO
 import numpy as np
 
 from . import __version__
+from . import checkpoint as ckpt
 from .balance import SPLITS, Moments, Splitter
 from .codes import Code, available_codes, code_parameters, make_code
 from .delays import DELAY_MODELS, DelayModel, load_profile
@@ -127,6 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--arrival-rate", type=float, default=0.01, metavar="LAMBDA",
                    help="Poisson job arrivals per model time unit (the first job at 0); "
                    "default 0.01")
+    g = p.add_argument_group("faults and checkpoints")
+    g.add_argument("--kill-worker", action="append", default=[], metavar="RANK@IT",
+                   help="fault injection: the worker on RANK SIGKILLs itself when iteration IT "
+                   "(of the first job; RANK@JOB:IT for another) starts; repeatable; needs ULFM "
+                   "(launch/local.sh --ft, or mpirun --with-ft ulfm)")
+    g.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="write theta and the resume point to DIR atomically")
+    g.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="N",
+                   help="checkpoint every N iterations; default 10")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint in --checkpoint DIR (same flags)")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
                    "then one run record)")
@@ -148,6 +162,8 @@ class Plan:
     tolerance: int
     splitter: Splitter | None
     arrivals_s: np.ndarray
+    kill_at: dict[int, tuple[int, int]]
+    resume: ckpt.Checkpoint | None
     metrics: TextIO | None
 
 
@@ -174,6 +190,33 @@ def build_code(args: argparse.Namespace, n_workers: int) -> Code:
                 except ValueError:
                     continue
     return make_code(args.code, n_workers=n_workers, **given)
+
+
+def parse_kills(specs: list[str], n_workers: int) -> dict[int, tuple[int, int]]:
+    """--kill-worker RANK@IT or RANK@JOB:IT -> {rank: (job, iteration)}."""
+    kills = {}
+    for spec in specs:
+        try:
+            rank, _, when = spec.partition("@")
+            job, _, it = when.rpartition(":")
+            kills[int(rank)] = (int(job or 0), int(it))
+        except ValueError:
+            raise UsageError(f"--kill-worker {spec!r}: expected RANK@IT or RANK@JOB:IT") from None
+    bad = [r for r in kills if not 1 <= r <= n_workers]
+    if bad:
+        raise UsageError(f"--kill-worker {bad}: allowed ranks 1..{n_workers}")
+    if kills and os.environ.get("OMPI_MCA_mpi_ft_enable") != "1":
+        raise UsageError("--kill-worker needs Open MPI's fault tolerance: run launch/local.sh "
+                         "--ft, or mpirun --with-ft ulfm (without it one dead rank ends the job)")
+    return kills
+
+
+def run_fingerprint(args: argparse.Namespace, n_workers: int) -> str:
+    """The settings a checkpoint belongs to (output and fault-injection flags may differ)."""
+    free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
+            "kill_worker", "iterations"}
+    return ckpt.fingerprint({"n_workers": n_workers,
+                             **{k: v for k, v in vars(args).items() if k not in free}})
 
 
 def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: float):
@@ -236,7 +279,16 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
         except OSError as exc:
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
-    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, metrics)
+    kill_at = parse_kills(args.kill_worker, n_workers)
+    resume = None
+    if args.resume:
+        if not args.checkpoint:
+            raise UsageError("--resume needs --checkpoint DIR")
+        try:
+            resume = ckpt.load(args.checkpoint, run_fingerprint(args, n_workers))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics)
 
 
 class Progress:
@@ -275,7 +327,8 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
-def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
+def run_record(plan: Plan, result, n_workers: int, initial_loss: float,
+               master_max_pending: int = 0) -> dict:
     """The final metrics line: config, code, totals and the makespan."""
     records = result.records
     wall = [r.wall_s for r in records]
@@ -295,6 +348,11 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float) -> dict:
         "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
         "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
         **stream_summary(plan, result),
+        "failed_workers": int(result.totals.get("failed_workers", 0)),
+        "recodes": result.recodes,
+        "master_max_pending_sends": master_max_pending,
+        "master_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "final_theta": [float(v) for v in result.theta] if len(result.theta) <= 1000 else None,
     }
 
 
@@ -325,7 +383,7 @@ def stream_summary(plan: Plan, result) -> dict:
 
 def main_master(comm, argv: list[str]) -> int:
     """Rank 0: plan, place data, run, report."""
-    from .runtime.master import Master, place_data
+    from .runtime.master import Master
     from .runtime.protocol import Tag
 
     n_workers = comm.Get_size() - 1
@@ -352,14 +410,20 @@ def main_master(comm, argv: list[str]) -> int:
               f"{settings} ({plan.code.n_tasks} tasks), {n_workers} workers, "
               f"tolerance {plan.tolerance} partitions, delay {args.delay}",
               file=sys.stderr, flush=True)
-    place_data(comm, plan.code, plan.job, plan.delay, purge=not args.no_purge,
-               placement=placement(plan))
-    master = Master(comm, plan.code, plan.job, tolerance=plan.tolerance, purge=not args.no_purge,
-                    loss_every=args.loss_every, splitter=plan.splitter, on_iteration=progress,
+    checkpoint = None
+    if args.checkpoint:
+        checkpoint = (args.checkpoint, args.checkpoint_every, run_fingerprint(args, n_workers))
+    master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
+                    purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
+                    kill_at=plan.kill_at, checkpoint=checkpoint, on_iteration=progress,
                     on_job=progress.job_done)
+    master.place(placement(plan))
+    if plan.resume is not None and not args.quiet:
+        print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
+              f"from {args.checkpoint}", file=sys.stderr, flush=True)
     start_loss = plan.job.loss(master.theta)
-    result = master.run(args.iterations, plan.arrivals_s)
-    record = run_record(plan, result, n_workers, start_loss)
+    result = master.run(args.iterations, plan.arrivals_s, plan.resume)
+    record = run_record(plan, result, n_workers, start_loss, master.max_pending)
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(record) + "\n")
         plan.metrics.close()
@@ -386,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
 
     from . import limit_blas_threads
+    from .runtime.master import AllWorkersFailed
     from .runtime.transport import WorkerError
     from .runtime.worker import run_worker
 
@@ -396,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         if comm.Get_rank() == 0:
             return main_master(comm, argv)
         return run_worker(comm)
-    except WorkerError as exc:  # a task raised on a worker: name it, then end every rank
+    except (WorkerError, AllWorkersFailed) as exc:  # name it, then end every rank
         print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
     except Exception:  # an error anywhere else ends the whole run too, never a hang
         print(f"mpicoded: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -9,13 +10,31 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
+from .. import checkpoint as ckpt
 from ..balance import Splitter
-from ..codes import Code
+from ..codes import Code, make_code
 from ..delays import DelayModel
-from ..jobs import Job
+from ..jobs import Job, make_job
 from .protocol import Tag, pack_control, pack_iterate, result_fields
-from .state import Action, Decoded, IterationRecord, MasterState, SendIterate, SendPurge, SendStop
-from .transport import Backoff, Outbox, WorkerError, receive
+from .state import (
+    Action,
+    Decoded,
+    IterationRecord,
+    MasterState,
+    Recode,
+    SendIterate,
+    SendPurge,
+    SendStop,
+)
+from .transport import (
+    Backoff,
+    Outbox,
+    ProcessesFailed,
+    WorkerError,
+    failed_ranks,
+    is_process_failure,
+    receive,
+)
 from .worker import WorkerSetup
 
 
@@ -30,6 +49,7 @@ class RunResult:
     totals: dict[str, float] = field(default_factory=dict)
     worker_counters: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     jobs: list[JobRecord] = field(default_factory=list)
+    recodes: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,94 +65,187 @@ class JobRecord:
     final_loss: float
 
 
-def rank_of(worker: int) -> int:
-    """Worker w runs on MPI rank w + 1; rank 0 is the master."""
-    return worker + 1
-
-
-def place_data(comm: MPI.Comm, code: Code, job: Job, delay: DelayModel, purge: bool = True,
-               placement: Sequence[Sequence[int]] | None = None) -> None:
-    """Send every worker, once, its settings and the payloads of the tasks it may be asked to
-    run: ``placement[w]`` (by default the code's schedule; a split that moves tasks between
-    workers every iteration places every task everywhere)."""
+def worker_setup(code: Code, job: Job, delay: DelayModel, rank: int, tasks: Sequence[int],
+                 purge: bool, kill_at: tuple[int, int] | None) -> WorkerSetup:
+    """What the worker on ``rank`` holds: its settings and the payloads of ``tasks``."""
     cost = job.task_cost()
-    for w, tasks in enumerate(code.schedule if placement is None else placement):
-        setup = WorkerSetup(
-            worker=w, job=job.name, payloads={t: job.payload(t) for t in tasks},
-            task_cost={t: float(cost[t]) for t in tasks}, delay=delay,
-            single_message=code.messages == "single", purge=purge,
-        )
-        comm.send(setup, dest=rank_of(w), tag=int(Tag.SETUP))
+    return WorkerSetup(worker=rank - 1, job=job.name, payloads={t: job.payload(t) for t in tasks},
+                       task_cost={t: float(cost[t]) for t in tasks}, delay=delay,
+                       single_message=code.messages == "single", purge=purge, kill_at=kill_at)
+
+
+class AllWorkersFailed(RuntimeError):
+    """No worker is left to run the job."""
 
 
 class Master:
-    """Rank 0: runs ``iterations`` iterations of ``job`` over the workers of ``comm``."""
+    """Rank 0: serves jobs of ``job`` over the workers of ``comm``, surviving dead workers.
 
-    def __init__(self, comm: MPI.Comm, code: Code, job: Job, tolerance: int = 0, purge: bool = True,
-                 loss_every: int = 1, splitter: Splitter | None = None,
+    Code worker w runs on rank ``ranks[w]`` (rank w + 1 until workers die). Under ULFM a dead
+    worker is a permanent straggler: it gets no more work; when the living can no longer decode
+    an iteration, the master abandons it, re-builds the code for the survivors (GFRC, which
+    exists for any (n, s)), re-places their data and runs the iteration again.
+    """
+
+    def __init__(self, comm: MPI.Comm, code: Code, job: Job, delay: DelayModel,
+                 tolerance: int = 0, purge: bool = True, loss_every: int = 1,
+                 splitter: Splitter | None = None,
+                 kill_at: dict[int, tuple[int, int]] | None = None,
+                 checkpoint: tuple[str, int, str] | None = None,
                  on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
                  on_job: Callable[[JobRecord], None] | None = None) -> None:
-        self.comm, self.code, self.job = comm, code, job
+        self.comm, self.code, self.job, self.delay = comm, code, job, delay
+        self.tolerance, self.purge = tolerance, purge
         self.loss_every, self.splitter = loss_every, splitter
-        self.on_job = on_job
+        self.kill_at = kill_at or {}
+        self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
+        self.on_iteration, self.on_job = on_iteration, on_job
         self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
-        self.on_iteration = on_iteration
+        self.ranks = list(range(1, code.n_workers + 1))
+        self.dead: set[int] = set()
+        self.recodes = 0
         self.theta = np.zeros(job.dim)
         self.records: list[IterationRecord] = []
         self.losses: list[float | None] = []
         self.counters: dict[int, tuple[int, int, int]] = {}
         self.decoded: Decoded | None = None
+        self.recode_needed = False
+        self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
+
+    def place(self, placement: Sequence[Sequence[int]] | None = None) -> None:
+        """Send every worker, once, its settings and the payloads of the tasks it may run:
+        ``placement[w]`` (default: its schedule; a split that moves tasks between workers
+        every iteration places every task everywhere)."""
+        for w, tasks in enumerate(self.code.schedule if placement is None else placement):
+            rank = self.ranks[w]
+            if rank in self.dead:
+                continue
+            setup = worker_setup(self.code, self.job, self.delay, rank, tasks, self.purge,
+                                 self.kill_at.get(rank))
+            try:
+                self.comm.send(setup, dest=rank, tag=int(Tag.SETUP))
+            except MPI.Exception as exc:  # died before its data arrived: a dead worker
+                if not is_process_failure(exc):
+                    raise
+                self.lose(failed_ranks(self.comm) | {rank})
 
     def execute(self, actions: list[Action]) -> None:
+        lost: set[int] = set()
         for action in actions:
-            if isinstance(action, SendIterate):
-                buf = pack_iterate(action.job, action.iteration, action.tasks, self.theta)
-                self.outbox.send(buf, rank_of(action.worker), Tag.ITERATE)
-            elif isinstance(action, SendPurge):
-                buf = pack_control(action.job, action.iteration)
-                self.outbox.send(buf, rank_of(action.worker), Tag.PURGE)
-            elif isinstance(action, SendStop):
-                self.outbox.send(pack_control(), rank_of(action.worker), Tag.STOP)
-            elif isinstance(action, Decoded):
-                self.decoded = action
+            try:
+                self._execute(action)
+            except ProcessesFailed as exc:
+                lost |= exc.ranks
+        if lost:
+            self.lose(lost)
+
+    def _execute(self, action: Action) -> None:
+        epoch = self.state.epoch
+        if isinstance(action, SendIterate):
+            buf = pack_iterate(action.job, action.iteration, action.tasks, self.theta, epoch)
+            self.outbox.send(buf, self.ranks[action.worker], Tag.ITERATE)
+        elif isinstance(action, SendPurge):
+            buf = pack_control(action.job, action.iteration, epoch=epoch)
+            self.outbox.send(buf, self.ranks[action.worker], Tag.PURGE)
+        elif isinstance(action, SendStop):
+            self.outbox.send(pack_control(), self.ranks[action.worker], Tag.STOP)
+        elif isinstance(action, Decoded):
+            self.decoded = action
+        elif isinstance(action, Recode):
+            self.recode_needed = True
+
+    def lose(self, ranks: set[int]) -> None:
+        """Workers found dead: no more work for them; maybe a re-code."""
+        new = ranks - self.dead
+        if not new:
+            return
+        self.dead |= new
+        self.outbox.forget(new)
+        alive = len(self.ranks) - len(self.dead & set(self.ranks))
+        print(f"[mpicoded] worker rank(s) {sorted(new)} failed; {alive} workers left",
+              file=sys.stderr, flush=True)
+        for rank in sorted(new):
+            if rank in self.ranks:
+                self.execute(self.state.on_worker_failed(self.ranks.index(rank)))
 
     def pump(self, until: Callable[[], bool]) -> None:
         """Handle arriving messages, with backoff between empty polls, until ``until()``."""
         backoff = Backoff()
         while not until():
-            got = receive(self.comm)
-            if got is None:
-                self.outbox.prune()
-                backoff.wait()
+            try:
+                got = receive(self.comm)
+                if got is None:
+                    self.max_pending = max(self.max_pending, len(self.outbox.pending))
+                    self.outbox.prune()
+                    backoff.wait()
+                    continue
+            except ProcessesFailed as exc:
+                self.lose(exc.ranks)
                 continue
             backoff.reset()
             msg, src = got
+            index = self.ranks.index(src) if src in self.ranks else None
             if msg.tag == Tag.RESULT:
+                if index is None:  # a worker the current code no longer has
+                    self.state.stale_results += msg.count
+                    self.state.totals["stale_results"] += msg.count
+                    continue
                 tasks, values = result_fields(msg)
-                self.execute(self.state.on_result(src - 1, msg.job, msg.iteration, tasks, values,
-                                                  time.perf_counter()))
+                self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
+                                                  time.perf_counter(), msg.epoch))
             elif msg.tag == Tag.STOP_ACK:
                 self.counters[src - 1] = tuple(int(v) for v in msg.payload[:3])
-                self.state.on_stop_ack(src - 1)
+                if index is not None:
+                    self.state.on_stop_ack(index)
             else:
                 raise RuntimeError(f"master got an unexpected {msg.tag.name} from rank {src}")
 
     def start_iteration(self, job: int, iteration: int,
                         schedule: tuple[tuple[int, ...], ...] | None = None) -> None:
         self.decoded = None
+        self.current = (job, iteration)
         self.execute(self.state.start_iteration(job, iteration, time.perf_counter(), schedule))
+        while self.recode_needed:  # the living cannot decode even before anything was sent
+            self.recode()
+            self.decoded = None
+            self.execute(self.state.start_iteration(job, iteration, time.perf_counter()))
 
     def finish_iteration(self) -> IterationRecord:
-        """Wait until the open iteration decodes; step theta; let the splitter learn."""
-        self.pump(lambda: self.decoded is not None)
+        """Wait until the open iteration decodes (re-coding and restarting it if too many
+        workers die); step theta; let the splitter learn."""
+        while True:
+            self.pump(lambda: self.decoded is not None or self.recode_needed)
+            if self.decoded is not None:
+                break
+            self.recode()
+            self.start_iteration(*self.current)
         decoded = self.decoded
-        assert decoded is not None and decoded.result is not None
+        assert decoded.result is not None
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         if self.splitter is not None:
             cur = self.state.current
             self.splitter.observe(cur.arrivals, cur.decoded_at)
         return decoded.record
+
+    def recode(self) -> None:
+        """Abandon the open iteration and re-build the code, and the data, for the survivors."""
+        self.execute(self.state.abandon())
+        live = [r for r in self.ranks if r not in self.dead]
+        if not live:
+            raise AllWorkersFailed("every worker has failed: the job cannot go on")
+        stragglers = min(int(self.code.params.get("stragglers", 1)), len(live) - 1)
+        code = make_code("gfrc", len(live), stragglers=stragglers)
+        job = make_job(self.job.name, self.job.data, code, self.job.lr)
+        totals, epoch = self.state.totals, self.state.epoch + 1
+        self.code, self.job, self.ranks, self.splitter = code, job, live, None
+        self.state = MasterState(code, min(self.tolerance, code.n_partitions), purge=self.purge,
+                                 epoch=epoch, totals=totals)
+        self.recode_needed = False
+        self.recodes += 1
+        print(f"[mpicoded] re-coded for {len(live)} surviving workers: gfrc with "
+              f"{stragglers} stragglers (epoch {epoch})", file=sys.stderr, flush=True)
+        self.place()  # a death while re-placing is found here or by the next iteration
 
     def report(self, record: IterationRecord, last: bool = False) -> float | None:
         """Record an iteration with the loss of the theta it produced (every ``loss_every``-th
@@ -159,32 +272,46 @@ class Master:
                 continue  # a second worker's failure changes nothing now: keep draining
         self.outbox.drain()
 
-    def run(self, iterations: int, arrivals_s: Sequence[float] = (0.0,)) -> RunResult:
+    def run(self, iterations: int, arrivals_s: Sequence[float] = (0.0,),
+            resume: ckpt.Checkpoint | None = None) -> RunResult:
         """Jobs arriving at ``arrivals_s`` (seconds from the start), served in order, each
-        ``iterations`` iterations from theta = 0; then STOP. The makespan ends when every worker
-        acknowledged. An idle master waits for the next arrival, still draining late results.
+        ``iterations`` iterations from theta = 0 (or from a checkpoint); then STOP. The makespan
+        ends when every worker acknowledged. An idle master waits for the next arrival, still
+        draining late results.
 
         The loss of iteration t's result is computed after iteration t+1 is sent out, while the
         workers compute, so that bookkeeping never delays them.
         """
         start = time.perf_counter()
         jobs = []
-        for job, arrival in enumerate(arrivals_s):
+        first_job, first_it = (resume.job, resume.iteration) if resume else (0, 0)
+        for job in range(first_job, len(arrivals_s)):
+            arrival = arrivals_s[job]
             self.pump(lambda a=arrival: time.perf_counter() - start >= a)
             began = time.perf_counter() - start
-            self.theta = np.zeros(self.job.dim)
+            resumed = resume is not None and job == first_job
+            self.theta = resume.theta.copy() if resumed else np.zeros(self.job.dim)
             previous: IterationRecord | None = None
-            for it in range(iterations):
+            for it in range(first_it if resumed else 0, iterations):
                 self.start_iteration(job, it, self.splitter.schedule() if self.splitter else None)
                 if previous is not None:
                     self.report(previous)
                 previous = self.finish_iteration()
+                self.save_checkpoint(job, it + 1)
             done = time.perf_counter() - start
-            loss = self.report(previous, last=True)
+            loss = self.report(previous, last=True) if previous else self.job.loss(self.theta)
             jobs.append(JobRecord(job, arrival, began, done, done - arrival, loss))
             if self.on_job is not None:
                 self.on_job(jobs[-1])
         self.shutdown()
         makespan = time.perf_counter() - start
         return RunResult(self.theta, self.records, self.losses, makespan,
-                         dict(self.state.totals), self.counters, jobs)
+                         dict(self.state.totals), self.counters, jobs, self.recodes)
+
+    def save_checkpoint(self, job: int, next_iteration: int) -> None:
+        """Every N iterations: theta and the resume point, written atomically."""
+        if self.checkpoint is None:
+            return
+        directory, every, fingerprint = self.checkpoint
+        if next_iteration % every == 0:
+            ckpt.save(directory, ckpt.Checkpoint(job, next_iteration, self.theta, fingerprint))

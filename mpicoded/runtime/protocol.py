@@ -1,8 +1,10 @@
 """Wire format: a fixed handful of tags, and one float64 buffer per message (header, then payload).
 
 Ids live in the header, never in the tag, so a receiver matches on the tag alone and reads the
-rest. The header is ``(job, iteration, task, worker, count)``; what ``task`` and ``count`` mean
-depends on the tag (see ``pack_*``). Floats hold integers exactly below 2**53.
+rest. The header is ``(job, iteration, epoch, task, worker, count)``; what ``task`` and ``count``
+mean depends on the tag (see ``pack_*``). ``epoch`` counts re-codings: an iteration restarted on a
+new code after workers died gets a new epoch, so results of the abandoned attempt stay stale.
+Floats hold integers exactly below 2**53.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from enum import IntEnum
 
 import numpy as np
 
-HEADER = 5
+HEADER = 6
 
 
 class Tag(IntEnum):
@@ -34,17 +36,19 @@ class Message:
     tag: Tag
     job: int
     iteration: int
+    epoch: int
     task: int
     worker: int
     count: int
-    payload: np.ndarray
+    payload: np.ndarray  # a SETUP message carries its pickled object here instead
 
 
-def pack(job: int, iteration: int, task: int, worker: int, *parts: np.ndarray) -> np.ndarray:
+def pack(job: int, iteration: int, epoch: int, task: int, worker: int,
+         *parts: np.ndarray) -> np.ndarray:
     """One contiguous buffer: header (``count`` = length of the first part) then every part."""
     sizes = [np.size(p) for p in parts]
     buf = np.empty(HEADER + sum(sizes), dtype=np.float64)
-    buf[:HEADER] = (job, iteration, task, worker, sizes[0] if sizes else 0)
+    buf[:HEADER] = (job, iteration, epoch, task, worker, sizes[0] if sizes else 0)
     at = HEADER
     for part, size in zip(parts, sizes, strict=True):
         buf[at : at + size] = np.ravel(part)
@@ -56,13 +60,14 @@ def unpack(tag: int, buf: np.ndarray) -> Message:
     """Read a buffer produced by ``pack``."""
     if len(buf) < HEADER:
         raise ValueError(f"message with tag {tag} has {len(buf)} values, fewer than the header's {HEADER}")
-    job, iteration, task, worker, count = buf[:HEADER].astype(np.int64).tolist()
-    return Message(Tag(tag), job, iteration, task, worker, count, buf[HEADER:])
+    job, iteration, epoch, task, worker, count = buf[:HEADER].astype(np.int64).tolist()
+    return Message(Tag(tag), job, iteration, epoch, task, worker, count, buf[HEADER:])
 
 
-def pack_iterate(job: int, iteration: int, tasks: tuple[int, ...], theta: np.ndarray) -> np.ndarray:
+def pack_iterate(job: int, iteration: int, tasks: tuple[int, ...], theta: np.ndarray,
+                 epoch: int = 0) -> np.ndarray:
     """ITERATE: ``count`` task ids, then theta."""
-    return pack(job, iteration, len(tasks), -1, np.asarray(tasks, dtype=np.float64), theta)
+    return pack(job, iteration, epoch, len(tasks), -1, np.asarray(tasks, dtype=np.float64), theta)
 
 
 def iterate_fields(msg: Message) -> tuple[tuple[int, ...], np.ndarray]:
@@ -71,9 +76,10 @@ def iterate_fields(msg: Message) -> tuple[tuple[int, ...], np.ndarray]:
 
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
-                values: list[np.ndarray]) -> np.ndarray:
+                values: list[np.ndarray], epoch: int = 0) -> np.ndarray:
     """RESULT: ``count`` task ids, then their values back to back (one message, one or many)."""
-    return pack(job, iteration, len(tasks), worker, np.asarray(tasks, dtype=np.float64), *values)
+    return pack(job, iteration, epoch, len(tasks), worker, np.asarray(tasks, dtype=np.float64),
+                *values)
 
 
 def result_fields(msg: Message) -> tuple[list[int], np.ndarray]:
@@ -83,6 +89,6 @@ def result_fields(msg: Message) -> tuple[list[int], np.ndarray]:
 
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
-                 counters: tuple[int, ...] = ()) -> np.ndarray:
+                 counters: tuple[int, ...] = (), epoch: int = 0) -> np.ndarray:
     """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters."""
-    return pack(job, iteration, -1, worker, np.asarray(counters, dtype=np.float64))
+    return pack(job, iteration, epoch, -1, worker, np.asarray(counters, dtype=np.float64))

@@ -22,6 +22,7 @@ class SendIterate:
     job: int
     iteration: int
     tasks: tuple[int, ...]
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,15 @@ class SendPurge:
     worker: int
     job: int
     iteration: int
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class Recode:
+    """Too many workers are dead for the code to decode this iteration: the master must abandon
+    it, re-build the code for the survivors and start the iteration again."""
+
+    dead: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ class Decoded:
     record: IterationRecord
 
 
-Action = SendIterate | SendPurge | SendStop | Decoded
+Action = SendIterate | SendPurge | SendStop | Decoded | Recode
 
 
 @dataclass
@@ -93,6 +103,7 @@ class MasterState:
     tolerance: int = 0
     purge: bool = True  # False: never purge (public peers' behaviour, kept for comparison)
     workers: set[int] | None = None  # the live workers; None: all of the code's
+    epoch: int = 0  # bumped by the master each time it re-builds the code
     current: _Iteration | None = None
     stale_results: int = 0  # stale results since the last record (go into the next one)
     totals: dict[str, float] = field(default_factory=dict)
@@ -101,8 +112,9 @@ class MasterState:
     def __post_init__(self) -> None:
         if self.workers is None:
             self.workers = set(range(self.code.n_workers))
-        for key in ("results_received", "stale_results", "purged_tasks", "messages", "iterations"):
-            self.totals[key] = 0
+        for key in ("results_received", "stale_results", "purged_tasks", "messages", "iterations",
+                    "failed_workers"):
+            self.totals.setdefault(key, 0)
 
     def start_iteration(self, job: int, iteration: int, now: float,
                         schedule: tuple[tuple[int, ...], ...] | None = None) -> list[Action]:
@@ -115,13 +127,34 @@ class MasterState:
         outstanding = {w: set(schedule[w]) for w in self.workers if schedule[w]}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
-        return [SendIterate(w, job, iteration, schedule[w]) for w in sorted(outstanding)]
+        died = len(self.workers) < self.code.n_workers
+        if died and not self._still_decodable():  # deaths between iterations, more than it takes
+            return [Recode(self._dead())]
+        return [SendIterate(w, job, iteration, schedule[w], self.epoch) for w in sorted(outstanding)]
+
+    def _dead(self) -> frozenset[int]:
+        return frozenset(set(range(self.code.n_workers)) - self.workers)
+
+    def _still_decodable(self) -> bool:
+        """Could the results received so far plus everything the living still owe decode?"""
+        cur = self.current
+        probe = self.code.decoder(self.tolerance)
+        for task in cur.decoder.tasks:
+            probe.add(task)
+        for w in self.workers:
+            for task in cur.outstanding.get(w, ()):
+                if probe.add(task):
+                    return True
+        return probe.ready
 
     def on_result(self, worker: int, job: int, iteration: int, tasks: list[int],
-                  values: np.ndarray | None, now: float) -> list[Action]:
-        """A RESULT message: decode if it completes the target, then purge the rest."""
+                  values: np.ndarray | None, now: float, epoch: int = 0) -> list[Action]:
+        """A RESULT message: decode if it completes the target, then purge the rest. Results of
+        another iteration, of an abandoned epoch or from a worker declared dead are stale."""
         cur = self.current
-        if cur is None or cur.done or (job, iteration) != (cur.job, cur.iteration):
+        if (cur is None or cur.done or (job, iteration, epoch) != (cur.job, cur.iteration,
+                                                                     self.epoch)
+                or worker not in self.workers):
             self.stale_results += len(tasks)
             self.totals["stale_results"] += len(tasks)
             return []
@@ -146,7 +179,7 @@ class MasterState:
         for w in sorted(cur.outstanding):
             if cur.outstanding[w] and self.purge:
                 purged += len(cur.outstanding[w])
-                actions.append(SendPurge(w, cur.job, cur.iteration))
+                actions.append(SendPurge(w, cur.job, cur.iteration, self.epoch))
         dec = cur.decoder
         missing = dec.missing_partitions
         record = IterationRecord(
@@ -161,6 +194,28 @@ class MasterState:
         result = dec.result() if dec.values else None
         actions.append(Decoded(cur.job, cur.iteration, result, missing, record))
         return actions
+
+    def on_worker_failed(self, worker: int) -> list[Action]:
+        """A worker died: it gets no more work and its outstanding tasks are lost. If the results
+        still to come from the living can no longer decode this iteration, ask for a re-code."""
+        if worker not in self.workers:
+            return []
+        self.workers.discard(worker)
+        self.totals["failed_workers"] += 1
+        cur = self.current
+        if cur is None or cur.done:
+            return []
+        cur.outstanding.pop(worker, None)
+        return [] if self._still_decodable() else [Recode(self._dead())]
+
+    def abandon(self) -> list[Action]:
+        """Give up the open iteration (to re-code): purge every living worker still on it."""
+        cur = self.current
+        if cur is None or cur.done:
+            return []
+        cur.done = True
+        return [SendPurge(w, cur.job, cur.iteration, self.epoch)
+                for w in sorted(self.workers) if cur.outstanding.get(w)]
 
     def stop(self) -> list[Action]:
         """End of the run: every worker is told to stop."""

@@ -37,24 +37,78 @@ class Backoff:
         self.delay = min(cap, self.delay * 2)
 
 
+class ProcessesFailed(RuntimeError):
+    """Ranks found dead (Open MPI ULFM, ``mpirun --with-ft ulfm``); acknowledged already."""
+
+    def __init__(self, ranks: set[int]) -> None:
+        super().__init__(f"ranks {sorted(ranks)} failed")
+        self.ranks = ranks
+
+
+_FAILURE_CLASSES = {getattr(MPI, name) for name in
+                    ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
+                    if hasattr(MPI, name)}
+
+
+def is_process_failure(exc: MPI.Exception) -> bool:
+    return exc.Get_error_class() in _FAILURE_CLASSES
+
+
+def failed_ranks(comm: MPI.Comm) -> set[int]:
+    """Acknowledge the failures this rank knows of (so receives from any source work again) and
+    name the failed ranks."""
+    comm.Ack_failed()
+    group = comm.Get_failed()
+    try:
+        return set(MPI.Group.Translate_ranks(group, list(range(group.Get_size())),
+                                             comm.Get_group()))
+    finally:
+        group.Free()
+
+
 class Outbox:
-    """Non-blocking sends; each request keeps its buffer until it completes."""
+    """Non-blocking sends; each request keeps its buffer until it completes. A send to a rank
+    that has died raises ProcessesFailed (under ULFM), and its requests are dropped."""
 
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm = comm
         self.pending: list[MPI.Request] = []
         self.buffers: list[np.ndarray] = []
+        self.dests: list[int] = []
 
     def send(self, buf: np.ndarray, dest: int, tag: Tag) -> None:
-        self.pending.append(self.comm.Isend([buf, MPI.DOUBLE], dest=dest, tag=int(tag)))
+        try:
+            request = self.comm.Isend([buf, MPI.DOUBLE], dest=dest, tag=int(tag))
+        except MPI.Exception as exc:
+            if not is_process_failure(exc):
+                raise
+            raise ProcessesFailed(failed_ranks(self.comm) | {dest}) from None
+        self.pending.append(request)
         self.buffers.append(buf)
+        self.dests.append(dest)
 
     def prune(self) -> None:
         """Forget completed sends (one Testsome call over all of them)."""
-        if self.pending and MPI.Request.Testsome(self.pending):
-            keep = [i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL]
-            self.pending = [self.pending[i] for i in keep]
-            self.buffers = [self.buffers[i] for i in keep]
+        if not self.pending:
+            return
+        try:
+            done = MPI.Request.Testsome(self.pending)
+        except MPI.Exception as exc:
+            if not is_process_failure(exc):
+                raise
+            self.forget(dead := failed_ranks(self.comm))
+            raise ProcessesFailed(dead) from None
+        if done:
+            self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
+
+    def forget(self, dead: set[int]) -> None:
+        """Drop the sends to dead ranks: they will never complete."""
+        self._keep([i for i, d in enumerate(self.dests) if d not in dead])
+
+    def _keep(self, keep: list[int]) -> None:
+        self.pending = [self.pending[i] for i in keep]
+        self.buffers = [self.buffers[i] for i in keep]
+        self.dests = [self.dests[i] for i in keep]
 
     def drain(self) -> None:
         """Wait for every send without hot-spinning."""
@@ -85,13 +139,25 @@ _STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops
 
 
 def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE) -> tuple[Message, int] | None:
-    """One pending message (and its source rank) if any, else None; ERROR raises WorkerError."""
+    """One pending message (and its source rank) if any, else None. ERROR raises WorkerError; a
+    dead rank (under ULFM) raises ProcessesFailed; SETUP carries a pickled object."""
+    try:
+        return _receive(comm, source)
+    except MPI.Exception as exc:
+        if not is_process_failure(exc):
+            raise
+        raise ProcessesFailed(failed_ranks(comm)) from None
+
+
+def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:
     status = _STATUS
     if not comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
         return None
     src, tag = status.Get_source(), status.Get_tag()
     if tag == Tag.ERROR:
         raise WorkerError(src, comm.recv(source=src, tag=tag))
+    if tag == Tag.SETUP:
+        return Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, comm.recv(source=src, tag=tag)), src
     buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
     # Irecv + Test with backoff, not Recv: a message past the eager limit (about 4 KiB here)
     # completes only when its sender next enters MPI, and a blocking Recv would spin until then.

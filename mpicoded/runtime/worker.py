@@ -3,6 +3,9 @@ and drop the rest the moment a PURGE, a newer ITERATE or a STOP arrives."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -13,7 +16,7 @@ from mpi4py import MPI
 from ..delays import DelayModel
 from ..jobs import COMPUTE
 from .protocol import Message, Tag, iterate_fields, pack_control, pack_result
-from .transport import Backoff, Outbox, receive, wait_object
+from .transport import Backoff, Outbox, ProcessesFailed, receive, wait_object
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
@@ -30,6 +33,7 @@ class WorkerSetup:
     delay: DelayModel
     single_message: bool
     purge: bool = True
+    kill_at: tuple[int, int] | None = None  # (job, iteration) at which to SIGKILL itself
 
 
 class Worker:
@@ -52,19 +56,20 @@ class Worker:
             backoff.wait()
         return got[0]
 
-    def interrupted(self, job: int, iteration: int) -> bool:
-        """Read what the master sent meanwhile; True if (job, iteration) must be dropped now."""
+    def interrupted(self, current: Message) -> bool:
+        """Read what the master sent meanwhile; True if ``current``'s iteration must be dropped."""
         while (got := receive(self.comm, source=MASTER)) is not None:
             msg = got[0]
             if msg.tag != Tag.PURGE:
-                self.backlog.append(msg)  # a newer ITERATE or STOP: handled after dropping
+                self.backlog.append(msg)  # a newer ITERATE, a new SETUP or STOP: after dropping
                 return True
-            if (msg.job, msg.iteration) == (job, iteration):
+            if (msg.job, msg.iteration, msg.epoch) == (current.job, current.iteration,
+                                                       current.epoch):
                 return True
             # else: a purge of an iteration this worker already left behind
         return False
 
-    def serve_delay(self, seconds: float, job: int, iteration: int) -> bool:
+    def serve_delay(self, seconds: float, current: Message) -> bool:
         """Sleep ``seconds`` in slices, polling; False if purged meanwhile.
 
         Without purging (``--no-purge``, how public peers behave) the worker sleeps it out and
@@ -74,9 +79,9 @@ class Worker:
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(SLICE_S, left))
             self.outbox.prune()  # lets large sends already posted make progress
-            if self.setup.purge and self.interrupted(job, iteration):
+            if self.setup.purge and self.interrupted(current):
                 return False
-        return not (self.setup.purge and self.interrupted(job, iteration))
+        return not (self.setup.purge and self.interrupted(current))
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg)
@@ -84,7 +89,9 @@ class Worker:
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
         shift = float(setup.delay.iteration_shifts(np.array([setup.worker]))[0])
-        if shift and not self.serve_delay(setup.delay.seconds(shift), msg.job, msg.iteration):
+        if (msg.job, msg.iteration) == setup.kill_at:  # fault injection: die like a lost node
+            os.kill(os.getpid(), signal.SIGKILL)
+        if shift and not self.serve_delay(setup.delay.seconds(shift), msg):
             self.dropped += len(tasks)  # purged before the first task began
             return
         for i, task in enumerate(tasks):
@@ -92,7 +99,7 @@ class Worker:
             self.computed += 1
             model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
                                                 setup.task_cost[task])
-            if not self.serve_delay(setup.delay.seconds(model_time), msg.job, msg.iteration):
+            if not self.serve_delay(setup.delay.seconds(model_time), msg):
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are dropped too
                 return
             if setup.single_message:
@@ -104,7 +111,7 @@ class Worker:
             self.send_result(msg, done_tasks, done_values)
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
-        buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values)
+        buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch)
         self.outbox.send(buf, MASTER, Tag.RESULT)
         self.sent += len(tasks)
 
@@ -114,7 +121,10 @@ class Worker:
             msg = self.next_message()
             if msg.tag == Tag.STOP:
                 break
-            if msg.tag == Tag.ITERATE:
+            if msg.tag == Tag.SETUP:  # re-coded after failures: new tasks, new data
+                self.setup = msg.payload
+                self.compute = COMPUTE[self.setup.job]
+            elif msg.tag == Tag.ITERATE:
                 try:
                     self.run_iteration(msg)
                 except Exception:  # carried back with our rank; the master decides what follows
@@ -135,5 +145,10 @@ def run_worker(comm: MPI.Comm) -> int:
     setup = wait_object(comm, MASTER, Tag.SETUP)
     if isinstance(setup, int):
         return setup
-    Worker(comm, setup).run()
+    try:
+        Worker(comm, setup).run()
+    except ProcessesFailed:  # only the master talks to a worker: nothing left to do
+        print(f"mpicoded: rank {comm.Get_rank()}: the master (rank 0) died; exiting",
+              file=sys.stderr, flush=True)
+        return 1
     return 0

@@ -30,14 +30,15 @@ def reference_theta(job, code, iterations):
 
 def run(code, delay, iterations=8, jobname="logreg"):
     """Master on rank 0 returns its RunResult; workers serve and return None."""
-    from mpicoded.runtime.master import Master, place_data
+    from mpicoded.runtime.master import Master
     from mpicoded.runtime.worker import run_worker
 
     comm = MPI.COMM_WORLD
     job = make_job(jobname, synthetic(jobname, 400, 5, seed=3), code)
     if comm.rank == 0:
-        place_data(comm, code, job, delay)
-        return Master(comm, code, job).run(iterations), job
+        master = Master(comm, code, job, delay)
+        master.place()
+        return master.run(iterations), job
     assert run_worker(comm) == 0
     return None, job
 
@@ -82,7 +83,7 @@ def test_uncoded_each_target_multi_message_linreg():
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_worker_exception_is_carried_back_with_its_rank():
-    from mpicoded.runtime.master import Master, rank_of
+    from mpicoded.runtime.master import Master
     from mpicoded.runtime.protocol import Tag
     from mpicoded.runtime.transport import WorkerError
     from mpicoded.runtime.worker import WorkerSetup, run_worker
@@ -98,8 +99,8 @@ def test_worker_exception_is_carried_back_with_its_rank():
         if w == 1:  # a payload whose shape cannot meet theta: the task raises on rank 2
             payloads = {t: {**p, "X": p["X"][:, :2]} for t, p in payloads.items()}
         setup = WorkerSetup(w, job.name, payloads, {t: 1.0 for t in tasks}, DelayModel(), False)
-        comm.send(setup, dest=rank_of(w), tag=int(Tag.SETUP))
-    master = Master(comm, code, job)
+        comm.send(setup, dest=w + 1, tag=int(Tag.SETUP))
+    master = Master(comm, code, job, DelayModel())
     with pytest.raises(WorkerError) as info:
         master.run(3)
     assert info.value.rank == 2 and "ValueError" in str(info.value)

@@ -114,3 +114,38 @@ def test_without_purging_nothing_is_purged(frc6):
         state.on_result(w, 0, 0, [w], None, 0.0)
     actions = state.on_result(4, 0, 0, [4], None, 0.0)
     assert [type(a) for a in actions] == [Decoded] and actions[0].record.purged_tasks == 0
+
+
+def test_dead_worker_within_tolerance_needs_no_recode(frc6):
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, 0.0)
+    assert state.on_worker_failed(1) == []  # its group partner, worker 0, still computes
+    assert 1 not in state.workers and state.totals["failed_workers"] == 1
+    assert state.on_result(1, 0, 0, [1], None, 0.1) == []  # a dead worker's late result: stale
+    assert state.stale_results == 1
+    for w in (0, 2):
+        state.on_result(w, 0, 0, [w], None, 0.2)
+    assert isinstance(state.on_result(4, 0, 0, [4], None, 0.3)[-1], Decoded)
+    assert all(a.worker != 1 for a in state.start_iteration(0, 1, 1.0))
+    assert state.stop() == [SendStop(w) for w in (0, 2, 3, 4, 5)]
+
+
+def test_losing_a_whole_group_asks_for_a_recode(frc6):
+    from mpicoded.runtime.state import Recode
+
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, 0.0)
+    assert state.on_worker_failed(2) == []
+    actions = state.on_worker_failed(3)  # group {2, 3} is gone: partitions 2, 3 are lost
+    assert actions == [Recode(frozenset({2, 3}))]
+    purges = state.abandon()
+    assert {p.worker for p in purges} == {0, 1, 4, 5} and state.current.done
+
+
+def test_a_result_from_an_abandoned_epoch_is_stale(frc6):
+    state = MasterState(frc6, epoch=1)
+    assert {a.epoch for a in state.start_iteration(0, 0, 0.0)} == {1}
+    assert state.on_result(0, 0, 0, [0], None, 0.1, epoch=0) == []
+    assert state.stale_results == 1 and state.current.received == 0
+    assert state.on_result(0, 0, 0, [0], None, 0.1, epoch=1) == []
+    assert state.current.received == 1

@@ -1,0 +1,166 @@
+"""Dead workers (Open MPI ULFM), checkpoints and a killed master, long runs.
+
+Every run here is started in its own process group with a hard timeout (mpicoded.launcher).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpicoded.launcher import finish_mpi, kill_group, run_mpi, start_mpi
+
+GFRC = ["--code", "gfrc", "--stragglers", "3", "--delay", "persistent", "--task-time", "0.005",
+        "--samples", "4000", "--features", "20", "--quiet"]
+GFRC_20 = [*GFRC, "--iterations", "30"]
+
+
+def train(ranks, flags, tmp_path, name, ft=True, timeout=240):
+    metrics = tmp_path / f"{name}.jsonl"
+    done = run_mpi(ranks, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)],
+                   timeout=timeout, ft=ft)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return [r for r in rows if r["record"] == "iteration"], rows[-1], done.output
+
+
+@pytest.fixture(scope="module")
+def fault_free(tmp_path_factory):
+    return train(21, GFRC_20, tmp_path_factory.mktemp("ref"), "ref")
+
+
+@pytest.mark.parametrize("deaths", [1, 3])
+def test_kill_one_then_s_workers_exact_recovery(tmp_path, fault_free, deaths):
+    """Kill 1, then s = 3 workers at random iterations: gfrc tolerates them, no re-code, every
+    iteration completes and the result is the fault-free one (exact decoding)."""
+    rng = random.Random(deaths)
+    victims = rng.sample(range(1, 21), deaths)
+    at = sorted(rng.sample(range(1, 29), deaths))
+    kills = [f"--kill-worker={r}@{i}" for r, i in zip(victims, at, strict=True)]
+    its, run, out = train(21, GFRC_20 + kills, tmp_path, f"kill{deaths}")
+    assert run["failed_workers"] == deaths and run["recodes"] == 0
+    assert [r["iteration"] for r in its] == list(range(30))
+    ref = fault_free[1]
+    assert run["final_loss"] == pytest.approx(ref["final_loss"], rel=1e-9)
+    assert np.allclose(run["final_theta"], ref["final_theta"], rtol=1e-9, atol=1e-12)
+
+
+def test_kill_more_than_s_recodes_and_completes(tmp_path, fault_free):
+    # workers 1, 5, 9, 13 (ranks 2, 6, 10, 14) share a congruence class mod 4; killing five
+    # workers spread over every class leaves no class complete, so the code is re-built
+    kills = [f"--kill-worker={r}@{i}" for r, i in [(1, 4), (2, 4), (3, 5), (4, 5), (6, 6)]]
+    its, run, out = train(21, GFRC_20 + kills, tmp_path, "recode")
+    assert run["failed_workers"] == 5 and run["recodes"] >= 1 and len(its) == 30
+    assert "re-coded for" in out
+    assert run["final_loss"] == pytest.approx(fault_free[1]["final_loss"], rel=1e-9)
+
+
+def rank_pids(proc_pid: int) -> dict[int, int]:
+    """MPI rank -> PID of the python processes under an mpirun (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"mpicoded.train" not in cmd or b"python" not in cmd:
+            continue
+        for var in env:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                found[int(var.split(b"=")[1])] = int(entry.name)
+    del proc_pid
+    return found
+
+
+def test_sigkill_a_worker_from_outside(tmp_path, fault_free):
+    metrics = tmp_path / "outside.jsonl"
+    flags = [*GFRC, "--iterations", "300"]  # long enough to strike mid-run
+    proc = start_mpi(21, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)], ft=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
+            time.sleep(0.1)  # the run is iterating (a kill during MPI_Init is not survivable)
+        pids = rank_pids(proc.pid)
+        time.sleep(random.Random(3).uniform(0.2, 3.0))
+        victim = random.Random(4).randint(1, 20)
+        os.kill(pids[victim], signal.SIGKILL)
+        done = finish_mpi(proc, timeout=240)
+    finally:
+        kill_group(proc)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert rows[-1]["failed_workers"] == 1
+    assert len([r for r in rows if r["record"] == "iteration"]) == 300
+
+
+def test_checkpoint_resume_after_the_master_is_killed(tmp_path):
+    """A run killed (master and all) after a checkpoint, resumed, ends with the very theta of an
+    uninterrupted run: same seed, same keyed delays, bitwise."""
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "persistent", "--task-time", "0.02",
+             "--iterations", "60", "--samples", "1200", "--features", "10", "--quiet",
+             "--checkpoint-every", "5"]
+    _, whole, _ = train(7, [*flags, "--checkpoint", str(tmp_path / "a")], tmp_path, "whole",
+                        ft=False)
+    ckdir = tmp_path / "b"
+    proc = start_mpi(7, ["-m", "mpicoded.train", *flags, "--checkpoint", str(ckdir)])
+    try:
+        deadline = time.time() + 60
+        while not (ckdir / "checkpoint.npz").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        kill_group(proc)  # SIGTERM then SIGKILL: the master dies mid-run
+    finally:
+        kill_group(proc)
+    with np.load(ckdir / "checkpoint.npz") as f:
+        assert 0 < int(f["iteration"]) < 60
+    _, resumed, out = train(7, [*flags, "--checkpoint", str(ckdir), "--resume"], tmp_path,
+                            "resumed", ft=False)
+    assert resumed["final_theta"] == whole["final_theta"]  # bitwise
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    flags = ["--code", "frc", "--stragglers", "1", "--iterations", "5", "--samples", "600",
+             "--delay", "none", "--checkpoint", str(tmp_path), "--checkpoint-every", "5"]
+    train(5, flags, tmp_path, "first", ft=False)
+    done = run_mpi(5, ["-m", "mpicoded.train", *flags, "--seed", "3", "--resume"], timeout=60)
+    assert done.returncode == 2 and "written by a run with other settings" in done.output
+
+
+def test_kill_worker_without_ulfm_is_refused(tmp_path):
+    done = run_mpi(5, ["-m", "mpicoded.train", "--kill-worker", "2@3"], timeout=60)
+    assert done.returncode == 2 and "needs Open MPI's fault tolerance" in done.output
+
+
+@pytest.mark.slow
+def test_soak_10000_iterations(tmp_path):
+    """10,000 iterations with random delays and purges: nothing stale decoded (theta equals a
+    serial run's), outstanding sends stay bounded, the master's memory does not grow."""
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "seed001", "--time-scale", "0.02",
+             "--samples", "600", "--features", "8", "--loss-every", "0", "--quiet"]
+    _, short, _ = train(7, [*flags, "--iterations", "1000"], tmp_path, "short", ft=False,
+                        timeout=600)
+    its, long, _ = train(7, [*flags, "--iterations", "10000"], tmp_path, "long", ft=False,
+                         timeout=1800)
+    assert len(its) == 10000 and long["total_purged_tasks"] > 0
+    assert long["master_max_pending_sends"] <= 3 * 6
+    assert long["master_maxrss_mb"] < short["master_maxrss_mb"] + 25
+    from mpicoded.codes import make_code
+    from mpicoded.jobs import make_job, synthetic
+
+    code = make_code("frc", 6, stragglers=1)
+    job = make_job("logreg", synthetic("logreg", 600, 8, 0), code)
+    theta = np.zeros(8)
+    for _ in range(10000):  # serial gradient descent on every sample: what exact decoding gives
+        full = job.data.X.T @ (1 / (1 + np.exp(-job.data.X @ theta)) - job.data.y)
+        theta = job.update(theta, full, np.arange(0))
+    assert np.allclose(long["final_theta"], theta, rtol=1e-6, atol=1e-9)

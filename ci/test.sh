@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The one test command: lint, unit tests (no MPI), pytest-mpi tests, end-to-end mpirun tests.
-# Creates .venv with the test extras on first use. Extra arguments go to every pytest run.
+# The one test command: lint, unit tests (no MPI), pytest-mpi tests, end-to-end mpirun tests
+# (the network-namespace ones as root), static checks of docker/, and a real single-node Slurm
+# job (as root with apt; skipped with a message otherwise). Creates .venv with the test extras on
+# first use. Extra arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -20,6 +22,12 @@ echo "== MPI tests (pytest-mpi, 4 ranks)"
 # python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.
 timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
   "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"
+
+echo "== docker/ static checks"
+./ci/docker-check.sh
+
+echo "== Slurm batch job"
+./ci/slurm-test.sh
 
 echo "== end-to-end tests (mpirun in a subprocess)"
 "$py" -m pytest -q tests/e2e "$@"

@@ -292,11 +292,13 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
 
 
 class Progress:
-    """Rank 0's progress lines (about ten a run) on stderr."""
+    """Rank 0's progress on stderr: a bar redrawn in place on a terminal, else about ten lines
+    a job."""
 
     def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1) -> None:
         self.total, self.quiet, self.metrics, self.jobs = total, quiet, metrics, jobs
         self.every = max(1, total // 10)
+        self.tty = sys.stderr.isatty()
         self.wall = 0.0
         self.seen = 0
         self.purged = 0
@@ -319,12 +321,19 @@ class Progress:
             row = {"record": "iteration", **record.__dict__, "loss": loss}
             self.metrics.write(json.dumps(row) + "\n")
         done = record.iteration + 1
-        if not self.quiet and (done % self.every == 0 or done == self.total):
-            shown = "-" if self.loss is None else f"{self.loss:.6f}"
-            where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
-            print(f"[mpicoded] {where}iteration {done}/{self.total}  loss {shown}  "
-                  f"mean {self.wall / self.seen * 1e3:.1f} ms/it  purged {self.purged}",
+        if self.quiet or not (self.tty or done % self.every == 0 or done == self.total):
+            return
+        shown = "-" if self.loss is None else f"{self.loss:.6f}"
+        where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
+        text = (f"{where}iteration {done}/{self.total}  loss {shown}  "
+                f"mean {self.wall / self.seen * 1e3:.1f} ms/it  purged {self.purged}")
+        if self.tty:
+            filled = int(30 * done / self.total)
+            end = "\n" if done == self.total else ""
+            print(f"\r[mpicoded] [{'#' * filled}{'.' * (30 - filled)}] {text}", end=end,
                   file=sys.stderr, flush=True)
+        else:
+            print(f"[mpicoded] {text}", file=sys.stderr, flush=True)
 
 
 def run_record(plan: Plan, result, n_workers: int, initial_loss: float,

@@ -1,0 +1,113 @@
+"""``python -m mpicoded.report METRICS.jsonl [--out DIR]``: a summary of a run's metrics, and PNG
+plots (iteration time, purged and stale work, loss) when matplotlib is installed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def read(path: Path) -> tuple[list[dict], list[dict], dict]:
+    """Iteration, job and run records of a metrics file; ValueError if it is not one."""
+    try:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a mpicoded metrics file: {exc}") from None
+    its = [r for r in rows if r.get("record") == "iteration"]
+    jobs = [r for r in rows if r.get("record") == "job"]
+    runs = [r for r in rows if r.get("record") == "run"]
+    if not its:
+        raise ValueError(f"{path}: no iteration records (was it written by mpicoded.train?)")
+    return its, jobs, runs[-1] if runs else {}
+
+
+def summary(its: list[dict], jobs: list[dict], run: dict) -> str:
+    wall = np.array([r["wall_s"] for r in its])
+    rows = [
+        ("iterations", f"{len(its)}"),
+        ("iteration time", f"mean {wall.mean() * 1e3:.1f} ms, median {np.median(wall) * 1e3:.1f} "
+                           f"ms, p95 {np.percentile(wall, 95) * 1e3:.1f} ms"),
+        ("results used / received", f"{np.mean([r['results_used'] for r in its]):.1f} / "
+                                    f"{np.mean([r['results_received'] for r in its]):.1f} an "
+                                    "iteration"),
+        ("messages, volume", f"{np.mean([r['messages'] for r in its]):.1f}, "
+                             f"{np.mean([r['volume'] for r in its]):.2f} an iteration"),
+        ("purged tasks", f"{sum(r['purged_tasks'] for r in its)}"),
+        ("stale results", f"{sum(r['stale_results'] for r in its)}"),
+        ("missing partitions", f"{sum(r['missing_partitions'] for r in its)}"),
+    ]
+    losses = [r["loss"] for r in its if r.get("loss") is not None]
+    if losses:
+        rows.append(("loss", f"{losses[0]:.6f} -> {losses[-1]:.6f}"))
+    if run:
+        rows.append(("code", f"{run['code']['name']} ({run['code'].get('n_tasks')} tasks, "
+                             f"{run['n_workers']} workers)"))
+        rows.append(("makespan", f"{run['makespan_s']:.3f} s"))
+        if run.get("failed_workers"):
+            rows.append(("failed workers", f"{run['failed_workers']} ({run['recodes']} re-codes)"))
+    if jobs:
+        delay = np.array([j["in_order_delay_s"] for j in jobs])
+        rows.append(("jobs", f"{len(jobs)}, mean in-order delay {delay.mean():.3f} s"))
+        if run.get("genie_mean_in_order_delay_s") is not None:
+            rows.append(("genie bound", f"{run['genie_mean_in_order_delay_s']:.3f} s"))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def plot(its: list[dict], out: Path, stem: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(len(its))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    axes[0].plot(x, [r["wall_s"] * 1e3 for r in its], lw=0.8)
+    axes[0].set_ylabel("iteration time (ms)")
+    axes[1].plot(x, [r["purged_tasks"] for r in its], lw=0.8, label="purged tasks")
+    axes[1].plot(x, [r["stale_results"] for r in its], lw=0.8, label="stale results")
+    axes[1].plot(x, [r["results_received"] for r in its], lw=0.8, label="results received")
+    axes[1].set_ylabel("per iteration")
+    axes[1].legend(fontsize=8)
+    loss = [(i, r["loss"]) for i, r in enumerate(its) if r.get("loss") is not None]
+    if loss:
+        axes[2].plot(*zip(*loss, strict=True), "-o", ms=2)
+    axes[2].set_ylabel("training loss")
+    for ax in axes:
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / f"{stem}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mpicoded.report", description=__doc__)
+    p.add_argument("metrics", help="a JSON lines file written by mpicoded.train --metrics")
+    p.add_argument("--out", default=None, help="directory for the PNG (default: beside it)")
+    args = p.parse_args(argv)
+    path = Path(args.metrics)
+    try:
+        its, jobs, run = read(path)
+    except ValueError as exc:
+        print(f"mpicoded.report: error: {exc}", file=sys.stderr)
+        return 2
+    print(summary(its, jobs, run))
+    out = Path(args.out) if args.out else path.parent
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for written in plot(its, out, path.stem):
+            print(f"plot: {written}")
+    except ImportError:
+        print("plots skipped: matplotlib is not installed (pip install 'mpicoded[plot]')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

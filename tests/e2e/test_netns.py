@@ -1,0 +1,95 @@
+"""A multi-host cluster on one machine (network namespaces, root only): training across hosts,
+a slow link, and a link cut under ULFM."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "launch" / "netns-cluster.sh"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+    reason="needs root and iproute2 (ip, tc) to build network namespaces",
+)
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
+                          check=check)
+
+
+@pytest.fixture
+def cluster():
+    sh("down", check=False)
+    up = sh("up", "3", check=False)
+    if up.returncode != 0:
+        pytest.skip(f"network namespaces are not available here: {up.stderr.strip()}")
+    yield
+    sh("down", check=False)
+
+
+def run(ranks: int, *flags: str, timeout: float = 180, during=None):
+    """Start a run across the hosts; ``during(proc)`` runs while it goes; kill by PID on
+    timeout (mpirun may not exit while a link is down)."""
+    proc = subprocess.Popen([str(SCRIPT), "run", str(ranks), *flags], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        if during is not None:
+            during(proc)
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sh("down", check=False)  # kills everything inside the namespaces by PID
+        out, _ = proc.communicate()
+        pytest.fail(f"netns run timed out after {timeout}s\n{out[-3000:]}")
+    return proc.returncode, out
+
+
+def metrics_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_training_across_three_hosts(cluster, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    rc, out = run(7, "--iterations", "6", "--samples", "1200", "--delay", "persistent",
+                  "--task-time", "0.005", "--metrics", str(metrics), "--quiet")
+    assert rc == 0, out[-3000:]
+    rows = metrics_of(metrics)
+    assert rows[-1]["record"] == "run" and rows[-1]["n_workers"] == 6
+    assert rows[-1]["final_loss"] < rows[-1]["initial_loss"]
+
+
+def test_slow_link_still_finishes(cluster, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    rc, out = run(7, "--slow-link", "h1:20mbit", "--iterations", "4", "--samples", "1200",
+                  "--delay", "none", "--metrics", str(metrics), "--quiet")
+    assert rc == 0, out[-3000:]
+    assert metrics_of(metrics)[-1]["iterations"] == 4
+
+
+def test_link_cut_under_ulfm(cluster, tmp_path):
+    """Host h2's link goes down mid-run: its ranks are declared dead (heartbeat detector), the
+    run re-codes or tolerates them and finishes; the link comes back so mpirun can exit."""
+    metrics = tmp_path / "m.jsonl"
+
+    def cut(proc):
+        deadline = time.time() + 90
+        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
+            time.sleep(0.2)
+        subprocess.run(["ip", "-n", "sw", "link", "set", "p2", "down"], check=True)
+        time.sleep(8)  # the detector's timeout is 2 s; give the master time to move on
+        subprocess.run(["ip", "-n", "sw", "link", "set", "p2", "up"], check=True)
+
+    rc, out = run(7, "--ft", "--code", "gfrc", "--stragglers", "2", "--iterations", "400",
+                  "--delay", "persistent", "--task-time", "0.005", "--samples", "1200",
+                  "--metrics", str(metrics), "--quiet", during=cut, timeout=240)
+    rows = metrics_of(metrics)
+    assert rows[-1]["record"] == "run", out[-3000:]
+    assert rows[-1]["failed_workers"] >= 1 and rows[-1]["iterations"] == 400

@@ -1,0 +1,34 @@
+"""python -m mpicoded.report on a metrics file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpicoded.report import main
+
+ITERATION = {"record": "iteration", "job": 0, "wall_s": 0.01, "results_used": 3,
+             "results_received": 4, "stale_results": 1, "purged_tasks": 2, "messages": 4,
+             "volume": 4.0, "missing_partitions": 0}
+
+
+def test_summary_and_plot(tmp_path, capsys):
+    path = tmp_path / "run.jsonl"
+    rows = [{**ITERATION, "iteration": i, "loss": 1.0 / (i + 1)} for i in range(5)]
+    rows.append({"record": "run", "code": {"name": "frc", "n_tasks": 6}, "n_workers": 6,
+                 "makespan_s": 0.1, "failed_workers": 1, "recodes": 0})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main([str(path), "--out", str(tmp_path / "plots")]) == 0
+    out = capsys.readouterr().out
+    assert "iterations               5" in out and "1.000000 -> 0.200000" in out
+    assert "failed workers" in out
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "plots" / "run.png").stat().st_size > 1000
+
+
+def test_not_a_metrics_file(tmp_path, capsys):
+    path = tmp_path / "x.jsonl"
+    path.write_text("hello\n")
+    assert main([str(path)]) == 2
+    assert "not a mpicoded metrics file" in capsys.readouterr().err

@@ -264,7 +264,8 @@ class Splitter:
     ``uniform`` and ``optimal`` (from declared moments) are fixed; ``adaptive`` starts uniform
     and re-splits from the Estimator after every iteration, so no one has to declare speeds.
     Every ``probe_every`` iterations each worker the split leaves idle gets one task (taken from
-    the most loaded worker), so a worker that became faster is noticed.
+    the most loaded worker), so a worker that became faster is noticed. ``exclude`` takes a dead
+    worker out: the load is split again among the living.
     """
 
     probe_every = 10
@@ -276,16 +277,37 @@ class Splitter:
         if kind == "optimal" and declared is None:
             raise ValueError("split 'optimal' needs declared worker speeds (a --profile)")
         self.kind, self.n_tasks, self.n_workers, self.gamma = kind, n_tasks, n_workers, gamma
+        self.declared = declared
         self.estimator = Estimator(n_workers) if kind == "adaptive" else None
         self.iterations = 0
-        if kind == "optimal":
-            self.loads = optimal_split(n_tasks, declared, gamma)
+        self.dead: set[int] = set()
+        self.loads = self._split(None if kind == "adaptive" else declared)
+
+    def _split(self, moments: Moments | None) -> np.ndarray:
+        """Loads for the living workers (zeros for the dead): optimal from ``moments``, else
+        uniform."""
+        live = np.array([w for w in range(self.n_workers) if w not in self.dead], dtype=int)
+        loads = np.zeros(self.n_workers, dtype=int)
+        if not len(live):
+            return loads
+        if moments is None:
+            loads[live] = uniform_split(self.n_tasks, len(live))
         else:
-            self.loads = uniform_split(n_tasks, n_workers)
+            sub = Moments(moments.m[live], moments.v[live], moments.c[live])
+            loads[live] = optimal_split(self.n_tasks, sub, self.gamma)
+        return loads
 
     def schedule(self) -> tuple[tuple[int, ...], ...]:
         """The schedule for the next iteration."""
         return split_schedule(self.loads, self.n_tasks)
+
+    def exclude(self, worker: int) -> None:
+        """A worker died: split the load again among the living."""
+        self.dead.add(worker)
+        if self.estimator is not None:
+            self.loads = self._split(self.estimator.moments() if self.iterations else None)
+        else:
+            self.loads = self._split(self.declared if self.kind == "optimal" else None)
 
     def observe(self, arrivals: dict[int, list[float]], decoded_at: float) -> None:
         """After an iteration: feed the estimator and re-split (adaptive only)."""
@@ -293,11 +315,11 @@ class Splitter:
             return
         assigned = {p: int(k) for p, k in enumerate(self.loads) if k}
         self.estimator.observe(arrivals, assigned, decoded_at)
-        self.loads = optimal_split(self.n_tasks, self.estimator.moments(), self.gamma)
+        self.loads = self._split(self.estimator.moments())
         self.iterations += 1
         if self.iterations % self.probe_every == 0:
             for p in np.flatnonzero(self.loads == 0):
                 donor = int(np.argmax(self.loads))
-                if self.loads[donor] > 1:
+                if p not in self.dead and self.loads[donor] > 1:
                     self.loads[donor] -= 1
                     self.loads[p] += 1

@@ -167,7 +167,12 @@ class Master:
               file=sys.stderr, flush=True)
         for rank in sorted(new):
             if rank in self.ranks:
-                self.execute(self.state.on_worker_failed(self.ranks.index(rank)))
+                index = self.ranks.index(rank)
+                self.execute(self.state.on_worker_failed(index))
+                if self.splitter is not None:  # split the load again among the living
+                    self.splitter.exclude(index)
+                    if self.splitter.kind != "adaptive":  # only adaptive has all data everywhere
+                        self.place(self.splitter.schedule())
 
     def pump(self, until: Callable[[], bool]) -> None:
         """Handle arriving messages, with backoff between empty polls, until ``until()``."""

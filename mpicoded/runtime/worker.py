@@ -60,6 +60,9 @@ class Worker:
         """Read what the master sent meanwhile; True if ``current``'s iteration must be dropped."""
         while (got := receive(self.comm, source=MASTER)) is not None:
             msg = got[0]
+            if msg.tag == Tag.SETUP:  # new data for a re-split: the current work goes on
+                self.apply(msg.payload)
+                continue
             if msg.tag != Tag.PURGE:
                 self.backlog.append(msg)  # a newer ITERATE, a new SETUP or STOP: after dropping
                 return True
@@ -110,6 +113,14 @@ class Worker:
         if done_tasks:
             self.send_result(msg, done_tasks, done_values)
 
+    def apply(self, setup: WorkerSetup) -> None:
+        """A new set-up after failures (a re-split or a re-code): new settings, and the payloads
+        of the tasks it may now run, added to those it has (an iteration under way keeps its)."""
+        setup.payloads = {**self.setup.payloads, **setup.payloads}
+        setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
+        self.setup = setup
+        self.compute = COMPUTE[setup.job]
+
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch)
         self.outbox.send(buf, MASTER, Tag.RESULT)
@@ -121,9 +132,8 @@ class Worker:
             msg = self.next_message()
             if msg.tag == Tag.STOP:
                 break
-            if msg.tag == Tag.SETUP:  # re-coded after failures: new tasks, new data
-                self.setup = msg.payload
-                self.compute = COMPUTE[self.setup.job]
+            if msg.tag == Tag.SETUP:
+                self.apply(msg.payload)
             elif msg.tag == Tag.ITERATE:
                 try:
                     self.run_iteration(msg)

@@ -150,3 +150,15 @@ def simulate(code: Code, delay: DelayModel, iterations: int, tolerance: int = 0,
              task_cost: np.ndarray | None = None) -> SimResult:
     """Simulate ``iterations`` iterations of ``code`` under ``delay``."""
     return Simulator(code, delay, task_cost, tolerance).run(iterations)
+
+
+def expected_iteration_time(code: Code, delay: DelayModel, loads: np.ndarray,
+                            iterations: int = 200) -> float:
+    """Mean simulated iteration time (model time) of ``code`` with a fixed split ``loads`` -
+    the simulator's figure beside each candidate of the code-parameter search."""
+    from ..balance import split_schedule
+
+    fixed = Code(code.name, code.B, split_schedule(loads, code.n_tasks), code.target,
+                 code.decoder_cls, code.params, code.messages)
+    res = Simulator(fixed, delay, np.ones(code.n_tasks)).run(iterations)
+    return res.mean("wall_s") / delay.time_scale

@@ -164,3 +164,17 @@ def test_soak_10000_iterations(tmp_path):
         full = job.data.X.T @ (1 / (1 + np.exp(-job.data.X @ theta)) - job.data.y)
         theta = job.update(theta, full, np.arange(0))
     assert np.allclose(long["final_theta"], theta, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("split", ["adaptive", "optimal"])
+def test_a_dead_worker_s_load_is_split_among_the_living(tmp_path, split):
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps([{"mu": 1, "c": 0.1}] * 3 + [{"mu": 3, "c": 0.1}] * 3))
+    flags = ["--job", "linreg", "--code", "mds", "--partitions", "12", "--redundancy", "1.5",
+             "--features", "12", "--samples", "600", "--delay", "seed000", "--profile",
+             str(profile), "--time-scale", "0.01", "--split", split, "--iterations", "20",
+             "--kill-worker", "6@3", "--quiet"]
+    its, run, _ = train(7, flags, tmp_path, split)
+    assert run["failed_workers"] == 1 and run["recodes"] == 0 and len(its) == 20
+    loads = run["final_loads"]
+    assert loads[5] == 0 and sum(loads) == 18

@@ -141,3 +141,14 @@ def test_splitter_needs_speeds_for_optimal():
 def test_bad_moments():
     with pytest.raises(ValueError, match="m > 0"):
         Moments(np.array([0.0]), np.array([0.0]), np.array([0.0]))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "optimal", "adaptive"])
+def test_exclude_splits_the_load_among_the_living(kind):
+    split = Splitter(kind, 110, 20, paper000())
+    split.exclude(17)
+    split.exclude(3)
+    assert split.loads.sum() == 110 and split.loads[17] == 0 and split.loads[3] == 0
+    schedule = split.schedule()
+    assert schedule[17] == () and schedule[3] == ()
+    assert all(len(tasks) == k for tasks, k in zip(schedule, split.loads, strict=True))

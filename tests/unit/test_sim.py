@@ -98,3 +98,13 @@ def test_stream_with_splits_and_genie():
         assert len(res.records) == 100 and {r.job for r in res.records} == set(range(10))
     assert delays["uniform"] > 1.5 * delays["optimal"]
     assert delays["adaptive"] < delays["uniform"]
+
+
+def test_expected_iteration_time_by_hand():
+    """Any 4 of 6 tasks decode (mds); loads (4, 2), unit tasks on worker 0 and 3-unit tasks on
+    worker 1: results at 1, 2, 3 (worker 0) and 3 (worker 1), so the fourth arrives at 3."""
+    from mpicoded.sim import expected_iteration_time
+
+    code = make_code("mds", 2, partitions=4, redundancy=1.5)
+    delay = DelayModel("persistent", task_time=1.0, slow=frozenset({1}), slow_factor=3)
+    assert expected_iteration_time(code, delay, np.array([4, 2]), iterations=3) == 3.0

@@ -16,6 +16,14 @@ def train(ranks, *flags, timeout=150):
     return run_mpi(ranks, ["-m", "mpicoded.train", *flags], timeout=timeout)
 
 
+def trained(tmp_path, ranks, *flags):
+    """A run that must succeed: its iteration records, its run record and its output."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(ranks, *flags, "--metrics", str(metrics))
+    assert done.returncode == 0, done.output[-3000:]
+    return (*read_metrics(metrics), done.output)
+
+
 def read_metrics(path):
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return [r for r in rows if r["record"] == "iteration"], rows[-1]
@@ -23,10 +31,7 @@ def read_metrics(path):
 
 def test_default_run_on_21_ranks(tmp_path):
     """The README's demonstration: defaults, 20 workers, exit 0, well-formed metrics, learning."""
-    metrics = tmp_path / "run.jsonl"
-    done = train(21, "--metrics", str(metrics))
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, run, output = trained(tmp_path, 21)
     assert len(iterations) == 50
     for i, row in enumerate(iterations):
         assert ITERATION_FIELDS <= set(row), set(row) ^ ITERATION_FIELDS
@@ -37,29 +42,24 @@ def test_default_run_on_21_ranks(tmp_path):
     assert run["makespan_s"] >= sum(r["wall_s"] for r in iterations)
     assert run["total_purged_tasks"] > 0 and run["worker_dropped_tasks"] > 0
     assert run["final_loss"] < 0.5 * run["initial_loss"]
-    assert "tasks purged" in done.output and "Traceback" not in done.output
+    assert "tasks purged" in output and "Traceback" not in output
 
 
 def test_persistent_straggler_linreg_each(tmp_path):
     """A 20x straggler under cyclic s=1 is purged every iteration; linreg learns."""
-    metrics = tmp_path / "run.jsonl"
-    done = train(7, "--job", "linreg", "--code", "cyclic", "--stragglers", "1", "--delay",
-                 "persistent", "--task-time", "0.005", "--slow-workers", "4", "--slow-factor", "20",
-                 "--iterations", "12", "--samples", "3000", "--features", "12",
-                 "--metrics", str(metrics), "--quiet")
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, run, _ = trained(tmp_path, 7, "--job", "linreg", "--code", "cyclic",
+                                 "--stragglers", "1", "--delay", "persistent", "--task-time",
+                                 "0.005", "--slow-workers", "4", "--slow-factor", "20",
+                                 "--iterations", "12", "--samples", "3000", "--features", "12",
+                                 "--quiet")
     assert all(r["purged_tasks"] >= 1 for r in iterations)
     assert run["final_loss"] < 0.1 * run["initial_loss"]
 
 
 def test_cpgc_partial_recovery_on_21_ranks(tmp_path):
     """The code-library issue's command: CPGC, r = 3, 5% tolerance, paper 001's delays."""
-    metrics = tmp_path / "run.jsonl"
-    done = train(21, "--job", "linreg", "--code", "cpgc", "--load", "3", "--tolerance", "0.05",
-                 "--delay", "seed001", "--metrics", str(metrics))
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, run, _ = trained(tmp_path, 21, "--job", "linreg", "--code", "cpgc", "--load", "3",
+                                 "--tolerance", "0.05", "--delay", "seed001")
     assert run["code"]["name"] == "cpgc" and run["tolerance_partitions"] == 1
     assert all(r["missing_partitions"] <= 1 for r in iterations)
     assert all(r["volume"] == pytest.approx(r["results_received"] / 20) for r in iterations)
@@ -67,12 +67,9 @@ def test_cpgc_partial_recovery_on_21_ranks(tmp_path):
 
 
 def test_mcc_sends_one_message_per_worker(tmp_path):
-    metrics = tmp_path / "run.jsonl"
-    done = train(9, "--job", "linreg", "--code", "mcc", "--load", "2", "--delay", "seed001",
-                 "--iterations", "10", "--samples", "2000", "--features", "16",
-                 "--metrics", str(metrics), "--quiet")
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, run, _ = trained(tmp_path, 9, "--job", "linreg", "--code", "mcc", "--load", "2",
+                                 "--delay", "seed001", "--iterations", "10", "--samples", "2000",
+                                 "--features", "16", "--quiet")
     for r in iterations:  # 8 partitions, 2 blocks a message: 4 complete workers decode
         assert r["results_received"] == 2 * r["messages"] and r["messages"] == 4
     assert run["final_loss"] < 0.1 * run["initial_loss"]
@@ -105,22 +102,16 @@ def test_without_purging_stale_work_is_finished_and_dropped(tmp_path):
     ("logreg", ["--code", "cpgc", "--load", "2"]),
 ])
 def test_every_code_trains(tmp_path, job, flags):
-    metrics = tmp_path / "run.jsonl"
-    done = train(5, "--job", job, *flags, "--iterations", "6", "--samples", "1200",
-                 "--features", "12", "--metrics", str(metrics), "--quiet")
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, run, _ = trained(tmp_path, 5, "--job", job, *flags, "--iterations", "6",
+                                 "--samples", "1200", "--features", "12", "--quiet")
     assert len(iterations) == 6 and run["code"]["name"] == flags[1]
     assert run["final_loss"] < run["initial_loss"]
 
 
 def test_uncoded_each_target(tmp_path):
-    metrics = tmp_path / "run.jsonl"
-    done = train(5, "--job", "linreg", "--code", "uncoded", "--target", "each", "--delay", "none",
-                 "--iterations", "5", "--samples", "400", "--features", "8",
-                 "--metrics", str(metrics), "--quiet")
-    assert done.returncode == 0, done.output[-3000:]
-    iterations, run = read_metrics(metrics)
+    iterations, _, _ = trained(tmp_path, 5, "--job", "linreg", "--code", "uncoded", "--target",
+                               "each", "--delay", "none", "--iterations", "5", "--samples", "400",
+                               "--features", "8", "--quiet")
     assert [r["results_received"] for r in iterations] == [4] * 5
     assert iterations[0]["volume"] == pytest.approx(1.0)
 

@@ -209,6 +209,13 @@ class Estimator:
             self.exposure[p] += gaps.sum() + cut_off
             self.completions[p] += len(gaps)
 
+    def partial(self, worker: int, fraction: float) -> None:
+        """A purged task was ``fraction`` done when the purge cut it off: that much of a
+        completion joins the exposure already counted up to the decode (a slow worker that never
+        finishes a task still yields a speed sample: its silent time over the fraction done)."""
+        if fraction > 0:
+            self.completions[worker] += fraction
+
     def _shift(self, m: np.ndarray) -> np.ndarray:
         """c_p from the first results' times. A first result is seen only if c_p + T arrives
         before the decode at D, so its mean is c_p + E[T | T <= D - c_p]; with exponential T that
@@ -231,13 +238,13 @@ class Estimator:
             # exposure as the mean
             # the first task of an iteration runs from c_p to the first result (or, silent, to
             # the decode): it joins the exposure once c_p is known, so iterate a few times
-            m = self.exposure / np.maximum(self.completions, 1.0)
+            m = self.exposure / _positive(self.completions)
             for _ in range(5):
                 c_now = np.nan_to_num(self._shift(m), nan=0.0)
                 first = np.maximum(self.first_sum - self.first_n * c_now, 0.0)
                 silent = np.maximum(self.silent_sum - self.silent_n * c_now, 0.0)
                 m = ((self.exposure + first + silent)
-                     / np.maximum(self.completions + self.first_n, 1.0))
+                     / _positive(self.completions + self.first_n))
             gap_mean = self.gap_sum / self.gap_n
             cv2_each = (self.gap_sq / self.gap_n - gap_mean**2) / gap_mean**2
             usable = np.isfinite(cv2_each) & (self.gap_n > 1)
@@ -256,6 +263,12 @@ class Estimator:
             v = np.where(known & np.isfinite(v), v, default**2)
             c = np.where(known & np.isfinite(c), c, 0.0)
         return Moments(m, v, c)
+
+
+def _positive(count: np.ndarray) -> np.ndarray:
+    """Completion counts as divisors: decayed or partial counts below 1 are kept as they are
+    (exposure over completions is the rate's estimate), none at all divides by 1."""
+    return np.where(count > 0, count, 1.0)
 
 
 class Splitter:
@@ -308,6 +321,12 @@ class Splitter:
             self.loads = self._split(self.estimator.moments() if self.iterations else None)
         else:
             self.loads = self._split(self.declared if self.kind == "optimal" else None)
+
+    def partial(self, worker: int, fraction: float) -> None:
+        """A worker's purged task was ``fraction`` done (adaptive only; learnt at the next
+        re-split)."""
+        if self.estimator is not None:
+            self.estimator.partial(worker, fraction)
 
     def observe(self, arrivals: dict[int, list[float]], decoded_at: float) -> None:
         """After an iteration: feed the estimator and re-split (adaptive only)."""

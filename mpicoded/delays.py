@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-DELAY_MODELS = ("none", "seed001", "seed000", "persistent")
+DELAY_MODELS = ("none", "seed001", "seed000", "persistent", "compute")
 # paper 000, Section VI: 20 workers, mu_p = 1, 2, 4, 8 and c_p = 2, 1, 0.5, 0.25, five of each
 PAPER000_PROFILE = tuple((mu, c) for mu, c in ((1, 2.0), (2, 1.0), (4, 0.5), (8, 0.25))
                          for _ in range(5))
@@ -55,6 +55,8 @@ class DelayModel:
       ``profile`` and C is ``complexity``. A task's work is in C, so ``units`` are not used.
     - ``persistent``: each unit takes ``task_time``; workers in ``slow`` take ``slow_factor`` times
       longer, in every iteration from ``slow_from`` on (so a worker can slow down mid-run).
+    - ``compute``: nothing is slept; the workers in ``slow`` (from ``slow_from`` on) really compute
+      every task ``slow_factor`` times over, burning CPU like a slow machine (``compute_factor``).
 
     Draws are keyed by (seed, worker, job, iteration) and, for seed000, the task's slot (its
     position in the worker's list), so a draw exists for every slot a worker could run.
@@ -81,6 +83,9 @@ class DelayModel:
         for name in ("alpha", "task_time"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}={getattr(self, name)} is out of range: allowed >= 0")
+        if self.kind == "compute" and not self.slow_factor >= 1:
+            raise ValueError(f"slow_factor={self.slow_factor} is out of range for delay compute: "
+                             "allowed >= 1 (a slow worker computes its tasks that many times)")
         if self.kind == "seed000":
             if not self.profile:
                 raise ValueError("delay seed000 needs a heterogeneity profile (--profile)")
@@ -105,7 +110,7 @@ class DelayModel:
         tasks' positions in their workers' lists."""
         workers = np.asarray(workers)
         units = np.asarray(units, dtype=np.float64)
-        if self.kind == "none":
+        if self.kind in ("none", "compute"):
             return np.zeros(units.shape)
         if self.kind == "seed001":  # one E ~ Exp(mean 1/mu) per worker and iteration
             shift = -np.log(keyed_uniform(self.seed, workers, job, iteration)) / self.mu
@@ -121,6 +126,12 @@ class DelayModel:
         return float(self.task_delays(np.array([worker]), job, iteration, np.array([slot]),
                                       np.array([units]))[0])
 
+    def compute_factor(self, worker: int, iteration: int) -> float:
+        """How many times over ``worker`` computes its tasks in ``iteration`` (``compute`` model)."""
+        if self.kind == "compute" and worker in self.slow and iteration >= self.slow_from:
+            return self.slow_factor
+        return 1.0
+
     def seconds(self, model_time: float) -> float:
         """Wall-clock seconds for a model-time delay."""
         return model_time * self.time_scale
@@ -135,6 +146,9 @@ class DelayModel:
         elif self.kind == "persistent":
             out |= {"task_time": self.task_time, "slow_workers": sorted(self.slow),
                     "slow_factor": self.slow_factor, "slow_from": self.slow_from}
+        elif self.kind == "compute":
+            out |= {"slow_workers": sorted(self.slow), "slow_factor": self.slow_factor,
+                    "slow_from": self.slow_from}
         return out
 
 

@@ -102,11 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--task-time", type=float, default=0.01,
                    help="persistent: model time of one unit of work; default 0.01")
     g.add_argument("--slow-workers", type=rank_list, default=[],
-                   help="persistent: comma-separated MPI ranks (1..P) that are slow")
-    g.add_argument("--slow-factor", type=float, default=10.0, help="persistent; default 10")
+                   help="persistent, compute: comma-separated MPI ranks (1..P) that are slow")
+    g.add_argument("--slow-factor", type=float, default=10.0,
+                   help="persistent: how much longer their tasks sleep; compute: how many times "
+                   "over they really compute every task (burning CPU, no sleep); default 10")
     g.add_argument("--slow-from", type=int, default=0, metavar="IT",
-                   help="persistent: the slow workers are slow from iteration IT of each job on; "
-                   "default 0")
+                   help="persistent, compute: the slow workers are slow from iteration IT of each "
+                   "job on; default 0")
+    g.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+                   help="rows computed between checks for a purge (a purge interrupts real "
+                   "compute within one chunk); default: about 1 ms of compute, from the data's "
+                   "shape; 0: whole tasks")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -165,6 +171,7 @@ class Plan:
     kill_at: dict[int, tuple[int, int]]
     resume: ckpt.Checkpoint | None
     metrics: TextIO | None
+    chunk_rows: int
 
 
 CODE_FLAGS = ("stragglers", "load", "partitions", "redundancy", "degree", "target")
@@ -251,6 +258,8 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
                          "e.g. mpirun -n 21 python -m mpicoded.train")
     if args.loss_every < 0:
         raise UsageError(f"--loss-every {args.loss_every} is out of range: allowed >= 0")
+    if args.chunk_rows is not None and args.chunk_rows < 0:
+        raise UsageError(f"--chunk-rows {args.chunk_rows} is out of range: allowed >= 0")
     bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
@@ -288,7 +297,9 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             resume = ckpt.load(args.checkpoint, run_fingerprint(args, n_workers))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics)
+    chunk_rows = job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
+    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics,
+                chunk_rows)
 
 
 class Progress:
@@ -351,11 +362,15 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float,
         "iterations": len(records),
         "mean_iteration_s": sum(wall) / len(wall),
         "makespan_s": result.makespan_s,
+        "job_done_s": result.jobs[-1].done_s if result.jobs else 0.0,
+        "chunk_rows": plan.chunk_rows,
         "initial_loss": initial_loss,
         "final_loss": result.losses[-1],
         **{f"total_{k}": v for k, v in result.totals.items()},
         "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
         "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
+        "workers": [{"rank": w + 1, "computed_tasks": c[0], "sent_results": c[1],
+                     "dropped_tasks": c[2]} for w, c in sorted(result.worker_counters.items())],
         **stream_summary(plan, result),
         "failed_workers": int(result.totals.get("failed_workers", 0)),
         "recodes": result.recodes,
@@ -424,6 +439,7 @@ def main_master(comm, argv: list[str]) -> int:
         checkpoint = (args.checkpoint, args.checkpoint_every, run_fingerprint(args, n_workers))
     master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
+                    chunk_rows=plan.chunk_rows,
                     kill_at=plan.kill_at, checkpoint=checkpoint, on_iteration=progress,
                     on_job=progress.job_done)
     master.place(placement(plan))
@@ -444,6 +460,7 @@ def summary_table(record: dict) -> str:
     rows = [
         ("iterations", f"{record['iterations']}"),
         ("mean iteration", f"{record['mean_iteration_s'] * 1e3:.1f} ms"),
+        ("job done", f"{record['job_done_s']:.3f} s"),
         ("makespan", f"{record['makespan_s']:.3f} s"),
         ("results received", f"{record['total_results_received']:.0f}"),
         ("stale results dropped", f"{record['total_stale_results']:.0f}"),

@@ -1,21 +1,15 @@
-"""Jobs: what a task computes. ``make_job(name, data, code)``; ``COMPUTE[name]`` runs on workers."""
+"""Jobs: what a task computes. ``make_job(name, data, code)``; ``KERNELS[name]`` runs on workers."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-
-import numpy as np
 
 from ..codes import Code
 from . import linreg, logreg
 from ._base import Job
 from .data import Dataset, DatasetError, load, synthetic
+from .task import Kernel
 
 JOBS: dict[str, type[Job]] = {"logreg": logreg.LogReg, "linreg": linreg.LinReg}
-COMPUTE: dict[str, Callable[[dict[str, np.ndarray], np.ndarray], np.ndarray]] = {
-    "logreg": logreg.compute,
-    "linreg": linreg.compute,
-}
+KERNELS: dict[str, Kernel] = {name: job.kernel for name, job in JOBS.items()}
 
 
 def make_job(name: str, data: Dataset, code: Code, lr: float | None = None) -> Job:
@@ -25,4 +19,5 @@ def make_job(name: str, data: Dataset, code: Code, lr: float | None = None) -> J
     return JOBS[name](data, code, lr)
 
 
-__all__ = ["COMPUTE", "JOBS", "Dataset", "DatasetError", "Job", "load", "make_job", "synthetic"]
+__all__ = ["JOBS", "KERNELS", "Dataset", "DatasetError", "Job", "Kernel", "load", "make_job",
+           "synthetic"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..codes import Code
 from .data import Dataset, DatasetError
+from .task import Block, Kernel, Terms, default_chunk_rows, run_task
 
 
 def row_blocks(n_rows: int, k: int) -> list[np.ndarray]:
@@ -16,13 +19,16 @@ def row_blocks(n_rows: int, k: int) -> list[np.ndarray]:
 
 
 class Job:
-    """One training problem coded by ``code``: partitions, per-task payloads, the update.
+    """One training problem coded by ``code``: partitions, the blocks workers hold, the update.
 
-    ``payload(task)`` is what a worker holds to run ``task``; the module-level ``compute`` of the
-    job's module turns a payload and θ into the task's result, ``sum_j B[t, j] f_j(θ)``.
+    A worker holds blocks (``block(key)``) and runs task t as ``sum over terms(t) of coef *
+    f(block, θ)`` with the job's ``kernel``. By default blocks are the data partitions and the
+    coefficients B's row t (B applied to results, each partition held once however many of a
+    worker's tasks use it); a job may instead hold one pre-coded block per task (B on data).
     """
 
     name = ""
+    kernel: Kernel
 
     def __init__(self, data: Dataset, code: Code, lr: float | None = None) -> None:
         self.data, self.code = data, code
@@ -46,8 +52,34 @@ class Job:
     def default_lr(self) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def payload(self, task: int) -> dict[str, np.ndarray]:  # pragma: no cover - abstract
+    @property
+    def result_size(self) -> int:
+        return int(np.prod(self.result_shape))
+
+    def default_chunk_rows(self) -> int:
+        """About a millisecond of compute a chunk, from the data's shape alone."""
+        return default_chunk_rows(self.dim)
+
+    def terms(self, task: int) -> Terms:
+        """The (block key, coefficient) pairs task ``task`` sums: B's row over the partitions."""
+        coef = self.code.B[task]
+        return tuple((int(j), float(coef[j])) for j in np.flatnonzero(coef))
+
+    def block(self, key: int) -> Block:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def placement(self, tasks: Iterable[int]) -> tuple[dict[int, Block], dict[int, Terms]]:
+        """What a worker that may run ``tasks`` holds: each block they use once, and their terms."""
+        terms = {int(t): self.terms(int(t)) for t in tasks}
+        keys = sorted({key for ts in terms.values() for key, _ in ts})
+        return {key: self.block(key) for key in keys}, terms
+
+    def compute(self, task: int, theta: np.ndarray, chunk_rows: int = 0) -> np.ndarray:
+        """Task ``task``'s value, computed here (tests and references: what a worker returns)."""
+        blocks, terms = self.placement([task])
+        value, _ = run_task(self.kernel, blocks, terms[task], theta, self.result_size, chunk_rows)
+        assert value is not None
+        return value.reshape(self.result_shape)
 
     def gradient(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - abstract

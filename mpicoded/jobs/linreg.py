@@ -2,7 +2,8 @@
 
 Target 'each': W is split in row blocks W_j and task t returns (sum_j B[t, j] W_j)·θ, a block the
 size of one partition's rows. Target 'sum': partitions are sample blocks and task t returns
-sum_j B[t, j] (X_jᵀX_j θ − X_jᵀ y_j), a full gradient-sized vector.
+sum_j B[t, j] (X_jᵀX_j θ − X_jᵀ y_j), a full gradient-sized vector. Either way f is linear, so B
+is applied to the data once, at placement: a worker holds one pre-coded block (A, b) a task.
 """
 
 from __future__ import annotations
@@ -10,17 +11,26 @@ from __future__ import annotations
 import numpy as np
 
 from ._base import Job, row_blocks
+from .task import Block, Kernel, Terms
 
 
-def compute(payload: dict[str, np.ndarray], theta: np.ndarray) -> np.ndarray:
-    """A coded matrix-vector product: A·θ − b with A, b placed once at start-up."""
-    return payload["A"] @ theta - payload["b"]
+def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
+               out: np.ndarray) -> None:
+    """Rows [start, stop) of a coded matrix-vector product A·θ − b, times coef, into ``out``."""
+    value = block["A"][start:stop] @ theta - block["b"][start:stop]
+    if coef != 1.0:
+        value *= coef
+    out[start:stop] += value
+
+
+KERNEL = Kernel(rows=lambda block: len(block["A"]), accumulate=accumulate)
 
 
 class LinReg(Job):
     """Linear regression by gradient descent, gradient = (Wθ − Xᵀy) / n."""
 
     name = "linreg"
+    kernel = KERNEL
 
     def __init__(self, data, code, lr=None):
         self.W = data.X.T @ data.X
@@ -44,8 +54,13 @@ class LinReg(Job):
     def default_lr(self) -> float:
         return self.data.n_samples / np.linalg.eigvalsh(self.W)[-1]
 
-    def payload(self, task: int) -> dict[str, np.ndarray]:
-        coef = self.code.B[task]
+    def terms(self, task: int) -> Terms:
+        """Task ``task`` is its own pre-coded block."""
+        return ((int(task), 1.0),)
+
+    def block(self, key: int) -> Block:
+        """Task ``key``'s coded block: sum_j B[key, j] times partition j's (A, b)."""
+        coef = self.code.B[key]
         support = np.flatnonzero(coef)
         if self.code.target == "each":
             A = np.zeros((self.result_shape[0], self.dim))

@@ -7,6 +7,7 @@ from scipy.special import expit
 
 from ._base import Job
 from .data import DatasetError
+from .task import Block, Kernel
 
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
 
@@ -16,16 +17,24 @@ def default_lr(X: np.ndarray) -> float:
     return 1.0 / (np.linalg.eigvalsh(X.T @ X)[-1] / (4.0 * len(X)) + REG)
 
 
-def compute(payload: dict[str, np.ndarray], theta: np.ndarray) -> np.ndarray:
-    """A coded partial gradient: rows of every partition in the support, weighted by B[t, j]."""
-    X = payload["X"]
-    return X.T @ (payload["c"] * (expit(X @ theta) - payload["y"]))
+def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
+               out: np.ndarray) -> None:
+    """Add coef times the partial gradient of rows [start, stop) of a partition to ``out``."""
+    X = block["X"][start:stop]
+    residual = expit(X @ theta) - block["y"][start:stop]
+    if coef != 1.0:
+        residual *= coef
+    out += X.T @ residual
+
+
+KERNEL = Kernel(rows=lambda block: len(block["X"]), accumulate=accumulate)
 
 
 class LogReg(Job):
     """Binary logistic regression by gradient descent over coded partial gradients."""
 
     name = "logreg"
+    kernel = KERNEL
 
     def __init__(self, data, code, lr=None):
         labels = np.unique(data.y)
@@ -36,11 +45,10 @@ class LogReg(Job):
     def default_lr(self) -> float:
         return default_lr(self.data.X)
 
-    def payload(self, task: int) -> dict[str, np.ndarray]:
-        support = np.flatnonzero(self.code.B[task])
-        rows = np.concatenate([self.partitions[j] for j in support])
-        coef = np.concatenate([np.full(len(self.partitions[j]), self.code.B[task, j]) for j in support])
-        return {"X": self.data.X[rows], "y": self.data.y[rows], "c": coef}
+    def block(self, key: int) -> Block:
+        """Partition ``key``'s samples."""
+        rows = self.partitions[key]
+        return {"X": self.data.X[rows], "y": self.data.y[rows]}
 
     def gradient(self, theta, decoded, missing):
         total = self.sum_of_each(decoded, missing)

@@ -66,12 +66,16 @@ class JobRecord:
 
 
 def worker_setup(code: Code, job: Job, delay: DelayModel, rank: int, tasks: Sequence[int],
-                 purge: bool, kill_at: tuple[int, int] | None) -> WorkerSetup:
-    """What the worker on ``rank`` holds: its settings and the payloads of ``tasks``."""
+                 purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
+                 report_progress: bool, epoch: int) -> WorkerSetup:
+    """What the worker on ``rank`` holds: its settings, and the blocks and terms of ``tasks``."""
     cost = job.task_cost()
-    return WorkerSetup(worker=rank - 1, job=job.name, payloads={t: job.payload(t) for t in tasks},
-                       task_cost={t: float(cost[t]) for t in tasks}, delay=delay,
-                       single_message=code.messages == "single", purge=purge, kill_at=kill_at)
+    blocks, terms = job.placement(tasks)
+    return WorkerSetup(worker=rank - 1, job=job.name, blocks=blocks, terms=terms,
+                       task_cost={t: float(cost[t]) for t in tasks},
+                       result_size=job.result_size, delay=delay,
+                       single_message=code.messages == "single", chunk_rows=chunk_rows,
+                       purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch)
 
 
 class AllWorkersFailed(RuntimeError):
@@ -89,7 +93,7 @@ class Master:
 
     def __init__(self, comm: MPI.Comm, code: Code, job: Job, delay: DelayModel,
                  tolerance: int = 0, purge: bool = True, loss_every: int = 1,
-                 splitter: Splitter | None = None,
+                 splitter: Splitter | None = None, chunk_rows: int | None = None,
                  kill_at: dict[int, tuple[int, int]] | None = None,
                  checkpoint: tuple[str, int, str] | None = None,
                  on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
@@ -97,6 +101,7 @@ class Master:
         self.comm, self.code, self.job, self.delay = comm, code, job, delay
         self.tolerance, self.purge = tolerance, purge
         self.loss_every, self.splitter = loss_every, splitter
+        self.chunk_rows = job.default_chunk_rows() if chunk_rows is None else chunk_rows
         self.kill_at = kill_at or {}
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
         self.on_iteration, self.on_job = on_iteration, on_job
@@ -121,8 +126,10 @@ class Master:
             rank = self.ranks[w]
             if rank in self.dead:
                 continue
+            adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
             setup = worker_setup(self.code, self.job, self.delay, rank, tasks, self.purge,
-                                 self.kill_at.get(rank))
+                                 self.kill_at.get(rank), self.chunk_rows, adaptive,
+                                 self.state.epoch)
             try:
                 self.comm.send(setup, dest=rank, tag=int(Tag.SETUP))
             except MPI.Exception as exc:  # died before its data arrived: a dead worker
@@ -199,6 +206,9 @@ class Master:
                 tasks, values = result_fields(msg)
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
                                                   time.perf_counter(), msg.epoch))
+            elif msg.tag == Tag.PROGRESS:
+                if index is not None and self.splitter is not None:
+                    self.splitter.partial(index, float(msg.payload[0]))
             elif msg.tag == Tag.STOP_ACK:
                 self.counters[src - 1] = tuple(int(v) for v in msg.payload[:3])
                 if index is not None:

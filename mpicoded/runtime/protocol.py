@@ -27,6 +27,7 @@ class Tag(IntEnum):
     STOP = 5  # master -> worker: finish; the worker answers STOP_ACK and exits its loop
     STOP_ACK = 6  # worker -> master: last word, with the worker's counters
     ERROR = 7  # worker -> master: an exception, as text (pickled)
+    PROGRESS = 8  # worker -> master: how much of a task was done when its iteration was purged
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +93,9 @@ def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
                  counters: tuple[int, ...] = (), epoch: int = 0) -> np.ndarray:
     """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters."""
     return pack(job, iteration, epoch, -1, worker, np.asarray(counters, dtype=np.float64))
+
+
+def pack_progress(job: int, iteration: int, worker: int, task: int, fraction: float,
+                  epoch: int = 0) -> np.ndarray:
+    """PROGRESS: the fraction of ``task``'s rows a worker computed before it was purged."""
+    return pack(job, iteration, epoch, task, worker, np.array([fraction]))

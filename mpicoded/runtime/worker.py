@@ -1,5 +1,5 @@
 """The worker loop: run the tasks of the newest iteration in order, send each result at once,
-and drop the rest the moment a PURGE, a newer ITERATE or a STOP arrives."""
+and drop the rest within one chunk of compute once a PURGE, a newer ITERATE or a STOP arrives."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import numpy as np
 from mpi4py import MPI
 
 from ..delays import DelayModel
-from ..jobs import COMPUTE
-from .protocol import Message, Tag, iterate_fields, pack_control, pack_result
+from ..jobs import KERNELS
+from ..jobs.task import Block, Terms, run_task
+from .inbox import Inbox
+from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
 from .transport import Backoff, Outbox, ProcessesFailed, receive, wait_object
 
 MASTER = 0
@@ -24,16 +26,23 @@ SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for c
 
 @dataclass
 class WorkerSetup:
-    """What the master places on a worker once, at start-up."""
+    """What the master places on a worker: settings, the blocks of data its tasks use (each
+    once), and every task's (block, coefficient) terms. A later set-up of the same ``epoch`` (a
+    re-split) adds to what the worker holds; one of a new epoch (a re-code) replaces it."""
 
     worker: int
     job: str
-    payloads: dict[int, dict[str, np.ndarray]]
+    blocks: dict[int, Block]
+    terms: dict[int, Terms]
     task_cost: dict[int, float]
+    result_size: int
     delay: DelayModel
     single_message: bool
+    chunk_rows: int = 0  # rows a chunk of compute; 0: whole blocks
     purge: bool = True
     kill_at: tuple[int, int] | None = None  # (job, iteration) at which to SIGKILL itself
+    report_progress: bool = False  # tell the master how much of a purged task was done
+    epoch: int = 0
 
 
 class Worker:
@@ -41,39 +50,21 @@ class Worker:
 
     def __init__(self, comm: MPI.Comm, setup: WorkerSetup) -> None:
         self.comm, self.setup = comm, setup
-        self.compute = COMPUTE[setup.job]
+        self.kernel = KERNELS[setup.job]
         self.outbox = Outbox(comm)
+        self.inbox = Inbox(self.poll, self.apply, purge=setup.purge)
         self.computed = self.sent = self.dropped = 0
-        self.backlog: list[Message] = []  # control messages that arrived while busy
 
-    def next_message(self) -> Message:
-        """The oldest unhandled message from the master, waited for with backoff."""
-        if self.backlog:
-            return self.backlog.pop(0)
-        backoff = Backoff()
-        while (got := receive(self.comm, source=MASTER)) is None:
-            self.outbox.prune()
-            backoff.wait()
-        return got[0]
+    def poll(self) -> Message | None:
+        got = receive(self.comm, source=MASTER)
+        return None if got is None else got[0]
 
-    def interrupted(self, current: Message) -> bool:
-        """Read what the master sent meanwhile; True if ``current``'s iteration must be dropped."""
-        while (got := receive(self.comm, source=MASTER)) is not None:
-            msg = got[0]
-            if msg.tag == Tag.SETUP:  # new data for a re-split: the current work goes on
-                self.apply(msg.payload)
-                continue
-            if msg.tag != Tag.PURGE:
-                self.backlog.append(msg)  # a newer ITERATE, a new SETUP or STOP: after dropping
-                return True
-            if (msg.job, msg.iteration, msg.epoch) == (current.job, current.iteration,
-                                                       current.epoch):
-                return True
-            # else: a purge of an iteration this worker already left behind
-        return False
+    def interrupted(self) -> bool:
+        """Between chunks and delay slices: must the iteration under way be dropped?"""
+        return self.setup.purge and self.inbox.dropped()
 
-    def serve_delay(self, seconds: float, current: Message) -> bool:
-        """Sleep ``seconds`` in slices, polling; False if purged meanwhile.
+    def serve_delay(self, seconds: float) -> bool:
+        """Sleep ``seconds`` in slices, polling; False if the iteration was dropped meanwhile.
 
         Without purging (``--no-purge``, how public peers behave) the worker sleeps it out and
         finishes every task it was given, however stale.
@@ -82,28 +73,38 @@ class Worker:
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(SLICE_S, left))
             self.outbox.prune()  # lets large sends already posted make progress
-            if self.setup.purge and self.interrupted(current):
+            if self.interrupted():
                 return False
-        return not (self.setup.purge and self.interrupted(current))
+        return not self.interrupted()
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg)
         setup = self.setup
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
+        if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
         shift = float(setup.delay.iteration_shifts(np.array([setup.worker]))[0])
-        if (msg.job, msg.iteration) == setup.kill_at:  # fault injection: die like a lost node
-            os.kill(os.getpid(), signal.SIGKILL)
-        if shift and not self.serve_delay(setup.delay.seconds(shift), msg):
+        if shift and not self.serve_delay(setup.delay.seconds(shift)):
             self.dropped += len(tasks)  # purged before the first task began
             return
+        repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
-            value = self.compute(setup.payloads[task], theta)
+            value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
+                                       setup.result_size, setup.chunk_rows, repeat,
+                                       self.interrupted if setup.purge else None)
+            unsent = len(tasks) - i + len(done_tasks)  # what is lost if dropped now
+            if value is None:  # purged mid-task
+                self.dropped += unsent
+                if setup.report_progress:  # a speed sample for the adaptive split
+                    self.outbox.send(pack_progress(msg.job, msg.iteration, setup.worker, task,
+                                                   fraction, msg.epoch), MASTER, Tag.PROGRESS)
+                return
             self.computed += 1
             model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
                                                 setup.task_cost[task])
-            if not self.serve_delay(setup.delay.seconds(model_time), msg):
-                self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are dropped too
+            if not self.serve_delay(setup.delay.seconds(model_time)):
+                self.dropped += unsent
                 return
             if setup.single_message:
                 done_tasks.append(task)
@@ -114,12 +115,14 @@ class Worker:
             self.send_result(msg, done_tasks, done_values)
 
     def apply(self, setup: WorkerSetup) -> None:
-        """A new set-up after failures (a re-split or a re-code): new settings, and the payloads
-        of the tasks it may now run, added to those it has (an iteration under way keeps its)."""
-        setup.payloads = {**self.setup.payloads, **setup.payloads}
-        setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
+        """A new set-up after failures: a re-split (same epoch) adds the blocks and tasks it may
+        now run; a re-code (new epoch) replaces them, its partitions being new."""
+        if setup.epoch == self.setup.epoch:
+            setup.blocks = {**self.setup.blocks, **setup.blocks}
+            setup.terms = {**self.setup.terms, **setup.terms}
+            setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
         self.setup = setup
-        self.compute = COMPUTE[setup.job]
+        self.kernel = KERNELS[setup.job]
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch)
@@ -128,18 +131,21 @@ class Worker:
 
     def run(self) -> None:
         """Serve iterations until STOP; then flush sends and acknowledge."""
+        backoff = Backoff()
         while True:
-            msg = self.next_message()
-            if msg.tag == Tag.STOP:
-                break
-            if msg.tag == Tag.SETUP:
-                self.apply(msg.payload)
-            elif msg.tag == Tag.ITERATE:
-                try:
-                    self.run_iteration(msg)
-                except Exception:  # carried back with our rank; the master decides what follows
-                    self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
-            # a PURGE seen here is for an iteration this worker already finished: nothing to drop
+            msg = self.inbox.next_iteration()
+            if msg is None:
+                if self.inbox.finished:
+                    break
+                self.outbox.prune()
+                backoff.wait()
+                continue
+            backoff.reset()
+            try:
+                self.run_iteration(msg)
+            except Exception:  # carried back with our rank; the master decides what follows
+                self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
+        self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
                            counters=(self.computed, self.sent, self.dropped))

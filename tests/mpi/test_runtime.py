@@ -11,7 +11,7 @@ import pytest
 
 from mpicoded.codes import make_code
 from mpicoded.delays import DelayModel
-from mpicoded.jobs import COMPUTE, make_job, synthetic
+from mpicoded.jobs import make_job, synthetic
 
 MPI = pytest.importorskip("mpi4py.MPI")
 
@@ -22,7 +22,7 @@ def reference_theta(job, code, iterations):
     for _ in range(iterations):
         dec = code.decoder()
         for t in range(code.n_tasks):
-            if dec.add(t, COMPUTE[job.name](job.payload(t), theta)):
+            if dec.add(t, job.compute(t, theta)):
                 break
         theta = job.update(theta, dec.result(), dec.missing_partitions)
     return theta
@@ -83,10 +83,10 @@ def test_uncoded_each_target_multi_message_linreg():
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_worker_exception_is_carried_back_with_its_rank():
-    from mpicoded.runtime.master import Master
+    from mpicoded.runtime.master import Master, worker_setup
     from mpicoded.runtime.protocol import Tag
     from mpicoded.runtime.transport import WorkerError
-    from mpicoded.runtime.worker import WorkerSetup, run_worker
+    from mpicoded.runtime.worker import run_worker
 
     comm = MPI.COMM_WORLD
     code = make_code("uncoded", comm.size - 1)
@@ -95,10 +95,10 @@ def test_worker_exception_is_carried_back_with_its_rank():
         assert run_worker(comm) == 0
         return
     for w, tasks in enumerate(code.schedule):
-        payloads = {t: job.payload(t) for t in tasks}
-        if w == 1:  # a payload whose shape cannot meet theta: the task raises on rank 2
-            payloads = {t: {**p, "X": p["X"][:, :2]} for t, p in payloads.items()}
-        setup = WorkerSetup(w, job.name, payloads, {t: 1.0 for t in tasks}, DelayModel(), False)
+        setup = worker_setup(code, job, DelayModel(), w + 1, tasks, purge=True, kill_at=None,
+                             chunk_rows=0, report_progress=False, epoch=0)
+        if w == 1:  # a block whose shape cannot meet theta: the task raises on rank 2
+            setup.blocks = {k: {**b, "X": b["X"][:, :2]} for k, b in setup.blocks.items()}
         comm.send(setup, dest=w + 1, tag=int(Tag.SETUP))
     master = Master(comm, code, job, DelayModel())
     with pytest.raises(WorkerError) as info:

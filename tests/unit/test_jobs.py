@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mpicoded.codes import make_code
-from mpicoded.jobs import COMPUTE, DatasetError, load, make_job, synthetic
+from mpicoded.jobs import DatasetError, load, make_job, synthetic
 
 
 def true_gradient(job, theta, rows=None):
@@ -22,7 +22,7 @@ def true_gradient(job, theta, rows=None):
 def decode(job, code, theta, skip=()):
     dec = code.decoder()
     for t in range(code.n_tasks):
-        if t not in skip and dec.add(t, COMPUTE[job.name](job.payload(t), theta)):
+        if t not in skip and dec.add(t, job.compute(t, theta)):
             break
     return dec
 
@@ -66,7 +66,7 @@ def test_partial_sum_gradient_covers_the_samples_present(jobname):
     job = make_job(jobname, synthetic(jobname, 80, 5, seed=4), code)
     theta = np.full(5, 0.2)
     dec = code.decoder(tolerance=2)
-    assert dec.add(2, COMPUTE[jobname](job.payload(2), theta))
+    assert dec.add(2, job.compute(2, theta))
     assert list(dec.missing_partitions) == [0, 1]
     rows = np.concatenate(job.partitions[2:])
     assert np.allclose(job.gradient(theta, dec.result(), dec.missing_partitions),
@@ -88,7 +88,7 @@ def test_linreg_each_leaves_missing_blocks_out():
     theta = np.ones(6)
     dec = code.decoder(tolerance=1)
     for t in (0, 2):
-        dec.add(t, COMPUTE["linreg"](job.payload(t), theta))
+        dec.add(t, job.compute(t, theta))
     grad = job.gradient(theta, dec.result(), dec.missing_partitions)
     full = true_gradient(job, theta)
     assert np.array_equal(grad[2:4], np.zeros(2))

@@ -1,0 +1,88 @@
+"""What the master has sent a worker and the worker has not acted on yet (pure: no MPI).
+
+A worker never starts stale work: before it starts an ITERATE it reads everything that arrived
+and keeps only the newest iteration that is not purged; superseded ITERATEs and their purges are
+dropped unread. While it computes it asks ``dropped()`` between chunks: true once the iteration
+under way is purged, superseded by a newer ITERATE, or ended by STOP. Without purging
+(``purge=False``, how public peers behave) every ITERATE is run in the order sent, stale or not,
+and STOP comes after all of them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from .protocol import Message, Tag
+
+
+def _key(msg: Message) -> tuple[int, int, int]:
+    return msg.job, msg.iteration, msg.epoch
+
+
+class Inbox:
+    """Reads messages with ``poll()`` (None when nothing is pending) and keeps what still matters.
+
+    ``on_setup`` receives a SETUP's object at once (new data after a re-split or re-code; the
+    iteration under way goes on). ``skipped`` counts the tasks of ITERATEs never started.
+    """
+
+    def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[object], None],
+                 purge: bool = True) -> None:
+        self.poll, self.on_setup, self.purge = poll, on_setup, purge
+        self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)
+        self.current: Message | None = None  # the ITERATE under way
+        self.current_dropped = False
+        self.stopped = False
+        self.skipped = 0
+
+    def read(self) -> None:
+        """Take in every message that has arrived."""
+        while (msg := self.poll()) is not None:
+            self._take(msg)
+
+    def _take(self, msg: Message) -> None:
+        if msg.tag == Tag.SETUP:
+            self.on_setup(msg.payload)
+        elif msg.tag == Tag.ITERATE:
+            if self.purge:  # a newer iteration: whatever came before it is stale
+                self._skip_waiting()
+                self.current_dropped = self.current is not None
+            self.waiting.append(msg)
+        elif msg.tag == Tag.PURGE:
+            if self.purge:
+                if self.waiting and _key(self.waiting[-1]) == _key(msg):
+                    self._skip_waiting()
+                if self.current is not None and _key(self.current) == _key(msg):
+                    self.current_dropped = True
+            # else the purge is for an iteration already left behind: nothing to drop
+        elif msg.tag == Tag.STOP:
+            self.stopped = True
+            if self.purge:
+                self._skip_waiting()
+                self.current_dropped = self.current is not None
+        else:
+            raise ValueError(f"a worker got an unexpected {msg.tag.name} from the master")
+
+    def _skip_waiting(self) -> None:
+        while self.waiting:
+            self.skipped += self.waiting.popleft().count
+
+    def next_iteration(self) -> Message | None:
+        """The ITERATE to start now (the previous one is over), or None when there is none yet;
+        ``finished`` tells whether there will never be one."""
+        self.read()
+        self.current, self.current_dropped = None, False
+        if self.waiting:
+            self.current = self.waiting.popleft()
+        return self.current
+
+    @property
+    def finished(self) -> bool:
+        """STOP has arrived and nothing is left to run."""
+        return self.stopped and not self.waiting
+
+    def dropped(self) -> bool:
+        """Read what arrived; True if the iteration under way must be abandoned."""
+        self.read()
+        return self.current_dropped

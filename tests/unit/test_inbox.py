@@ -1,0 +1,125 @@
+"""The worker's message handling on a fake transport (no MPI): stale work is never started, a
+purge already queued is honoured, STOP interrupts, and --no-purge runs everything in order."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from mpicoded.runtime.inbox import Inbox
+from mpicoded.runtime.protocol import Tag, pack_control, pack_iterate, unpack
+
+
+class FakeMaster:
+    """Messages the master 'sent', handed out one per poll, like Iprobe + receive would."""
+
+    def __init__(self) -> None:
+        self.sent: deque = deque()
+        self.setups: list[object] = []
+
+    def iterate(self, iteration: int, tasks=(0, 1), job: int = 0, epoch: int = 0) -> None:
+        self.sent.append(unpack(Tag.ITERATE, pack_iterate(job, iteration, tasks, np.zeros(2),
+                                                          epoch)))
+
+    def purge(self, iteration: int, job: int = 0, epoch: int = 0) -> None:
+        self.sent.append(unpack(Tag.PURGE, pack_control(job, iteration, epoch=epoch)))
+
+    def stop(self) -> None:
+        self.sent.append(unpack(Tag.STOP, pack_control()))
+
+    def poll(self):
+        return self.sent.popleft() if self.sent else None
+
+    def inbox(self, purge: bool = True) -> Inbox:
+        return Inbox(self.poll, self.setups.append, purge=purge)
+
+
+def test_superseded_iterations_are_skipped_unread():
+    master = FakeMaster()
+    inbox = master.inbox()
+    for it in range(3):
+        master.iterate(it, tasks=(0, 1, 2))
+        if it < 2:
+            master.purge(it)
+    msg = inbox.next_iteration()
+    assert msg.iteration == 2
+    assert inbox.skipped == 6  # two iterations of three tasks, never started
+    assert inbox.next_iteration() is None and not inbox.finished
+
+
+def test_a_queued_purge_is_honoured_before_starting():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0)
+    master.purge(0)
+    assert inbox.next_iteration() is None
+    assert inbox.skipped == 2
+
+
+def test_purge_of_another_iteration_or_epoch_leaves_the_current_one():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(4, epoch=1)
+    assert inbox.next_iteration().iteration == 4
+    master.purge(3, epoch=1)
+    master.purge(4, epoch=0)
+    assert not inbox.dropped()
+    master.purge(4, epoch=1)
+    assert inbox.dropped()
+
+
+def test_newer_iterate_interrupts_the_current_one_and_runs_next():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0)
+    assert inbox.next_iteration().iteration == 0
+    assert not inbox.dropped()
+    master.iterate(1)
+    assert inbox.dropped()
+    assert inbox.next_iteration().iteration == 1
+    assert not inbox.dropped()
+
+
+def test_stop_interrupts_and_drops_what_waits():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0)
+    inbox.next_iteration()
+    master.iterate(1, tasks=(5,))
+    master.stop()
+    assert inbox.dropped()
+    assert inbox.finished
+    assert inbox.next_iteration() is None
+    assert inbox.skipped == 1
+
+
+def test_setup_is_applied_at_once_and_the_work_goes_on():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0)
+    inbox.next_iteration()
+    master.sent.append(unpack(Tag.SETUP, np.zeros(6)))
+    assert not inbox.dropped()
+    assert len(master.setups) == 1
+
+
+def test_without_purging_every_iterate_runs_in_order_then_stop():
+    master = FakeMaster()
+    inbox = master.inbox(purge=False)
+    for it in range(3):
+        master.iterate(it)
+    master.stop()
+    seen = []
+    while (msg := inbox.next_iteration()) is not None:
+        assert not inbox.dropped()
+        seen.append(msg.iteration)
+    assert seen == [0, 1, 2] and inbox.finished and inbox.skipped == 0
+
+
+def test_unexpected_message_is_an_error():
+    master = FakeMaster()
+    master.sent.append(unpack(Tag.RESULT, np.zeros(6)))
+    with pytest.raises(ValueError, match="unexpected RESULT"):
+        master.inbox().next_iteration()

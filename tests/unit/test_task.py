@@ -1,0 +1,93 @@
+"""Running a task in row chunks (no MPI): the same value as whole blocks up to reassociation,
+interruptible between chunks, and a compute-bound slow worker returns the same value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpicoded.codes import make_code
+from mpicoded.jobs import make_job, synthetic
+from mpicoded.jobs.task import CHUNK_ELEMENTS, default_chunk_rows, run_task
+
+CASES = [("logreg", "frc", {"stragglers": 1}), ("logreg", "mds", {"stragglers": 2}),
+         ("linreg", "gfrc", {"stragglers": 2}), ("linreg", "uncoded", {"target": "each"})]
+
+
+def job_for(jobname, codename, params, samples=997, features=7):
+    code = make_code(codename, 6, **params)
+    return make_job(jobname, synthetic(jobname, samples, features, seed=5), code)
+
+
+@pytest.mark.parametrize(("jobname", "codename", "params"), CASES)
+@pytest.mark.parametrize("chunk_rows", [1, 13, 100, 10**6])
+def test_chunked_equals_whole_up_to_reassociation(jobname, codename, params, chunk_rows):
+    job = job_for(jobname, codename, params)
+    theta = np.random.default_rng(1).standard_normal(job.dim)
+    for task in range(job.code.n_tasks):
+        whole = job.compute(task, theta)
+        chunked = job.compute(task, theta, chunk_rows=chunk_rows)
+        assert np.allclose(chunked, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+
+
+def test_stop_between_chunks_reports_the_fraction_done():
+    job = job_for("logreg", "frc", {"stragglers": 1}, samples=600)  # a task: 2 x 100 rows
+    blocks, terms = job.placement([0])
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) == 3
+
+    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
+                               job.result_size, chunk_rows=40, stop=stop)
+    assert value is None and fraction == pytest.approx(100 / 200)  # chunks of 40, 40, 20
+    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
+                               job.result_size, chunk_rows=40, stop=lambda: False)
+    assert value is not None and fraction == 1.0
+    assert np.array_equal(value, job.compute(0, np.zeros(job.dim), chunk_rows=40))
+
+
+@pytest.mark.parametrize("repeat", [1.0, 2.0, 3.5])
+def test_repeated_compute_returns_the_same_value(repeat):
+    job = job_for("logreg", "frc", {"stragglers": 1})
+    blocks, terms = job.placement([2])
+    theta = np.full(job.dim, 0.1)
+    value, _ = run_task(job.kernel, blocks, terms[2], theta, job.result_size, 50, repeat)
+    assert np.array_equal(value, job.compute(2, theta, chunk_rows=50))
+
+
+def test_whole_tasks_are_never_interrupted():
+    job = job_for("logreg", "frc", {"stragglers": 1})
+    blocks, terms = job.placement([0])
+    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim), job.result_size,
+                               chunk_rows=0, stop=lambda: True)
+    assert value is not None and fraction == 1.0
+
+
+def test_chunked_runs_check_once_a_chunk():
+    job = job_for("linreg", "uncoded", {"target": "each"}, features=12)
+    blocks, terms = job.placement([0])
+    rows = job.kernel.rows(blocks[0])
+    checks = []
+    run_task(job.kernel, blocks, terms[0], np.ones(12), job.result_size, 1,
+             stop=lambda: checks.append(1) or False)
+    assert len(checks) == rows
+
+
+def test_default_chunk_is_fixed_by_the_shape():
+    assert default_chunk_rows(100) == CHUNK_ELEMENTS // 100
+    assert default_chunk_rows(10**9) == 1
+    job = job_for("logreg", "frc", {"stragglers": 1}, features=50)
+    assert job.default_chunk_rows() == CHUNK_ELEMENTS // 50
+
+
+def test_placement_holds_each_partition_once():
+    job = job_for("logreg", "gfrc", {"stragglers": 2})
+    tasks = range(job.code.n_tasks)
+    blocks, terms = job.placement(tasks)
+    assert sorted(blocks) == list(range(job.code.n_partitions))
+    assert all(set(k for k, _ in terms[t]) == set(np.flatnonzero(job.code.B[t])) for t in tasks)
+    linreg = job_for("linreg", "gfrc", {"stragglers": 2})
+    blocks, terms = linreg.placement([1, 4])
+    assert sorted(blocks) == [1, 4] and terms[4] == ((4, 1.0),)  # pre-coded: a block a task

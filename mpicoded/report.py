@@ -46,6 +46,8 @@ def summary(its: list[dict], jobs: list[dict], run: dict) -> str:
     if run:
         rows.append(("code", f"{run['code']['name']} ({run['code'].get('n_tasks')} tasks, "
                              f"{run['n_workers']} workers)"))
+        if run.get("job_done_s") is not None:
+            rows.append(("job done", f"{run['job_done_s']:.3f} s"))
         rows.append(("makespan", f"{run['makespan_s']:.3f} s"))
         if run.get("failed_workers"):
             rows.append(("failed workers", f"{run['failed_workers']} ({run['recodes']} re-codes)"))

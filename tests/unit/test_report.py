@@ -17,12 +17,12 @@ def test_summary_and_plot(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     rows = [{**ITERATION, "iteration": i, "loss": 1.0 / (i + 1)} for i in range(5)]
     rows.append({"record": "run", "code": {"name": "frc", "n_tasks": 6}, "n_workers": 6,
-                 "makespan_s": 0.1, "failed_workers": 1, "recodes": 0})
+                 "makespan_s": 0.1, "job_done_s": 0.09, "failed_workers": 1, "recodes": 0})
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert main([str(path), "--out", str(tmp_path / "plots")]) == 0
     out = capsys.readouterr().out
     assert "iterations               5" in out and "1.000000 -> 0.200000" in out
-    assert "failed workers" in out
+    assert "failed workers" in out and "job done" in out and "0.090 s" in out
     pytest.importorskip("matplotlib")
     assert (tmp_path / "plots" / "run.png").stat().st_size > 1000
 

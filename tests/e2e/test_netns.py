@@ -1,5 +1,5 @@
 """A multi-host cluster on one machine (network namespaces, root only): training across hosts,
-a slow link, and a link cut under ULFM."""
+a slow link, a slow host (CPU quota), and a link cut under ULFM."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "launch" / "netns-cluster.sh"
@@ -72,6 +74,51 @@ def test_slow_link_still_finishes(cluster, tmp_path):
                   "--delay", "none", "--metrics", str(metrics), "--quiet")
     assert rc == 0, out[-3000:]
     assert metrics_of(metrics)[-1]["iterations"] == 4
+
+
+def rank_groups(host: str, version: int) -> dict[int, str]:
+    """MPI rank -> cpu cgroup of the ranks now running on ``host``."""
+    groups = {}
+    pids = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True).stdout
+    for pid in pids.split():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            continue  # gone
+        rank = [v.split(b"=")[1] for v in env if v.startswith(b"OMPI_COMM_WORLD_RANK=")]
+        for line in lines:
+            number, controllers, path = line.split(":", 2)
+            if rank and (("cpu" in controllers.split(",")) if version == 1 else number == "0"):
+                groups[int(rank[0])] = path
+    return groups
+
+
+def test_throttled_host(cluster, tmp_path):
+    """--throttle h1=0.2: h1's ranks run in its cpu group, h2's do not; no group is left."""
+    try:
+        controller = find_controller()
+    except ThrottleError as exc:
+        pytest.skip(str(exc))
+    metrics = tmp_path / "m.jsonl"
+    seen: dict[str, dict[int, str]] = {"h1": {}, "h2": {}}
+
+    def watch(proc):
+        deadline = time.time() + 90
+        while proc.poll() is None and time.time() < deadline and not (
+                len(seen["h1"]) == 2 and len(seen["h2"]) == 2):  # 7 ranks by node: 1, 4 and 2, 5
+            for host in seen:
+                seen[host].update(rank_groups(host, controller.version))
+            time.sleep(0.1)
+
+    rc, out = run(7, "--throttle", "h1=0.2", "--iterations", "4", "--samples", "1200",
+                  "--delay", "none", "--metrics", str(metrics), "--quiet", during=watch)
+    assert rc == 0, out[-3000:]
+    assert metrics_of(metrics)[-1]["iterations"] == 4
+    assert sorted(seen["h1"]) == [1, 4] and sorted(seen["h2"]) == [2, 5], seen
+    assert all(g.startswith(f"/{GROUP_PREFIX}") and g.endswith("/h1") for g in seen["h1"].values())
+    assert not any(GROUP_PREFIX in g for g in seen["h2"].values()), seen
+    assert list(controller.root.glob(f"{GROUP_PREFIX}*")) == []
 
 
 def test_link_cut_under_ulfm(cluster, tmp_path):

@@ -1,0 +1,329 @@
+"""Real slow ranks: run chosen MPI ranks (or whole hosts) under a CPU quota, via cgroups.
+
+Injected delays make runs comparable; a rank held to a fraction of one core is a genuinely slow
+machine, nothing injected, which is what shows that purging interrupts real computation.
+No MPI here: the launcher (``--throttle RANK=FRACTION``) and ``launch/netns-cluster.sh``
+(``--throttle h1=FRACTION``) use it.
+
+One parent group ``mpicoded-<pid>-<random>`` at the root of the cpu hierarchy holds a child group
+per throttled rank (``rank<N>``) or host (``h<i>``). A process joins its group before it execs
+(``join_command``), so it is throttled from its first instruction. The quota is enforced every
+20 ms, so a throttled rank still answers within tens of milliseconds. Needs root.
+
+    python -m mpicoded.throttle create h1=0.25,h2=0.5   # prints the parent group's directory
+    python -m mpicoded.throttle remove DIR             # moves what is left out, removes the groups
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+PERIOD_US = 20_000  # a short period: a throttled process waits at most ~20 ms for its next slice
+MIN_QUOTA_US = 1_000  # the kernel refuses a quota below 1 ms
+MAX_PERIOD_US = 1_000_000  # and a period above 1 s
+MIN_FRACTION = MIN_QUOTA_US / MAX_PERIOD_US
+GROUP_PREFIX = "mpicoded-"
+SPEC_FORM = "RANK=FRACTION[,RANK=FRACTION...]"
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+Key = int | str  # a rank number (group rank<N>) or a name such as a host h1 (group h1)
+
+
+class ThrottleError(RuntimeError):
+    """No usable cpu controller (not root, none mounted or writable), or a group operation failed."""
+
+
+def check_fraction(fraction: float, item: str) -> float:
+    """``fraction`` of one core, in [0.001, 1] (a 1 ms quota in the longest, 1 s, period)."""
+    if not (math.isfinite(fraction) and MIN_FRACTION <= fraction <= 1):
+        raise ValueError(f"--throttle {item!r}: FRACTION must be a share of one core in "
+                         f"[{MIN_FRACTION:g}, 1], got {fraction:g}")
+    return float(fraction)
+
+
+def parse_throttle(spec: str) -> dict[str, float]:
+    """``"2=0.25,h1=0.5"`` -> ``{"2": 0.25, "h1": 0.5}``; the caller decides which kind of key it
+    accepts (ranks or host names). ValueError names the bad item."""
+    if not spec.strip():
+        raise ValueError(f"--throttle {spec!r}: expected {SPEC_FORM}, e.g. 2=0.25")
+    fractions: dict[str, float] = {}
+    for raw in spec.split(","):
+        item = raw.strip()
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key or not value:
+            raise ValueError(f"--throttle {item!r}: expected {SPEC_FORM}, e.g. 2=0.25")
+        if not _NAME.fullmatch(key):
+            raise ValueError(f"--throttle {item!r}: {key!r} is not a rank number or host name")
+        try:
+            fraction = float(value)
+        except ValueError:
+            raise ValueError(f"--throttle {item!r}: expected {SPEC_FORM}, FRACTION a number "
+                             f"in [{MIN_FRACTION:g}, 1], e.g. 2=0.25") from None
+        if key in fractions:
+            raise ValueError(f"--throttle {item!r}: {key} is throttled twice")
+        fractions[key] = check_fraction(fraction, item)
+    return fractions
+
+
+def check_rank_throttle(throttle: Mapping[int, float], ranks: int) -> dict[int, float]:
+    """Every throttled rank in 0..ranks-1 (rank 0 is the master), every fraction in range."""
+    checked: dict[int, float] = {}
+    for rank, fraction in throttle.items():
+        item = f"{rank}={fraction}"
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks:
+            raise ValueError(f"--throttle {item!r}: rank {rank} is out of range: allowed "
+                             f"0..{ranks - 1} on {ranks} ranks")
+        checked[rank] = check_fraction(fraction, item)
+    return checked
+
+
+def parse_rank_throttle(spec: str, ranks: int) -> dict[int, float]:
+    """``"2=0.25"`` -> ``{2: 0.25}``, every key a rank in 0..ranks-1."""
+    throttle: dict[int, float] = {}
+    for key, fraction in parse_throttle(spec).items():
+        if not key.isdigit():
+            raise ValueError(f"--throttle '{key}={fraction:g}': RANK must be a rank number "
+                             f"0..{ranks - 1}")
+        throttle[int(key)] = fraction
+    return check_rank_throttle(throttle, ranks)
+
+
+def quota_period(fraction: float) -> tuple[int, int]:
+    """(quota, period) in microseconds for ``fraction`` of one core: a 20 ms period, stretched
+    (up to 1 s) when the quota would fall below the kernel's 1 ms minimum."""
+    check_fraction(fraction, f"FRACTION={fraction}")
+    period = PERIOD_US
+    quota = round(fraction * period)
+    if quota < MIN_QUOTA_US:
+        period = min(MAX_PERIOD_US, math.ceil(MIN_QUOTA_US / fraction))
+        quota = max(MIN_QUOTA_US, round(fraction * period))
+    return quota, period
+
+
+def group_name(key: Key) -> str:
+    """The child group of a rank (``rank2``) or of a named host (``h1``)."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"rank{key}"
+    if not _NAME.fullmatch(key) or key.isdigit():
+        raise ValueError(f"--throttle: {key!r} is not a usable group name")
+    return key
+
+
+def join_command(procs_file: Path | str) -> list[str]:
+    """The prefix that moves a process into a group, then execs the real command: the shell joins
+    before Python starts, and a failed join fails the process instead of running it unthrottled."""
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs_file)]
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def controller_candidates(mounts: str) -> list[tuple[int, Path]]:
+    """(version, mount point) of every cpu controller in a /proc/self/mounts text, cgroup v1
+    first (on a hybrid host the cpu controller is bound to v1, and v2 lists no cpu)."""
+    v1: list[tuple[int, Path]] = []
+    v2: list[tuple[int, Path]] = []
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        point, fstype, options = Path(_unescape(fields[1])), fields[2], fields[3].split(",")
+        if fstype == "cgroup" and "cpu" in options:
+            v1.append((1, point))
+        elif fstype == "cgroup2":
+            v2.append((2, point))
+    return v1 + v2
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A mounted, writable cpu controller: cgroup v1 (``cpu.cfs_quota_us``) or v2 (``cpu.max``)."""
+
+    version: int
+    root: Path
+
+    def usable(self) -> bool:
+        """Its quota file is there and the hierarchy is writable (root, mounted rw)."""
+        if self.version == 1:
+            found = (self.root / "cpu.cfs_quota_us").exists()
+        else:
+            try:
+                found = "cpu" in (self.root / "cgroup.controllers").read_text().split()
+            except OSError:
+                found = False
+        return found and os.access(self.root, os.W_OK)
+
+    def enable(self, group: Path) -> None:
+        """v2: give ``group``'s children a cpu.max (``+cpu`` in its ``cgroup.subtree_control``)."""
+        if self.version == 2:
+            control = group / "cgroup.subtree_control"
+            if "cpu" not in control.read_text().split():
+                control.write_text("+cpu")
+
+    def limit(self, group: Path, fraction: float) -> None:
+        """Hold ``group`` to ``fraction`` of one core."""
+        quota, period = quota_period(fraction)
+        if self.version == 1:
+            (group / "cpu.cfs_period_us").write_text(str(period))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            (group / "cpu.max").write_text(f"{quota} {period}")
+
+
+def find_controller(mounts: str | None = None) -> Controller:
+    """The first usable cpu controller in /proc/self/mounts, or a one-line ThrottleError."""
+    if os.geteuid() != 0:
+        raise ThrottleError("--throttle needs root: it creates cpu cgroups")
+    if mounts is None:
+        mounts = Path("/proc/self/mounts").read_text()
+    for version, point in controller_candidates(mounts):
+        controller = Controller(version, point)
+        if controller.usable():
+            return controller
+    raise ThrottleError("--throttle: no writable cgroup cpu controller is mounted (cgroup v1 "
+                        "cpu.cfs_quota_us or cgroup v2 cpu.max)")
+
+
+def available() -> Controller:
+    """The cpu controller ``--throttle`` would use here; ThrottleError (one line) if there is none."""
+    return find_controller()
+
+
+def _evacuate(group: Path, to: Path) -> None:
+    """Move every process still in ``group`` to the procs file ``to``."""
+    try:
+        pids = (group / "cgroup.procs").read_text().split()
+    except FileNotFoundError:
+        return
+    for pid in pids:
+        try:
+            to.write_text(pid)
+        except OSError:  # gone already (ESRCH), or it shows up as EBUSY on rmdir below
+            pass
+
+
+def remove_groups(path: Path, controller: Controller, patience: float = 5.0) -> None:
+    """Remove a parent group and its children, moving what still runs in them to the root group.
+    Retries while exiting processes keep a group busy; ThrottleError if one is still there."""
+    if not path.is_dir():
+        return
+    root_procs = controller.root / "cgroup.procs"
+    failed: list[str] = []
+    for group in [*(p for p in path.iterdir() if p.is_dir()), path]:
+        deadline = time.monotonic() + patience
+        while True:
+            _evacuate(group, root_procs)
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EBUSY and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                failed.append(f"{group}: {exc.strerror}")
+                break
+    if failed:
+        raise ThrottleError(f"--throttle: could not remove {'; '.join(failed)}")
+
+
+class Throttle:
+    """The cpu groups of one run: ``create()`` (or ``with``) makes them, ``remove()`` undoes it.
+
+    ``fractions`` maps ranks (ints) or names (hosts, ``"h1"``) to a share of one core. The paths
+    are known before ``create()``, so a command can be built first.
+    """
+
+    def __init__(self, fractions: Mapping[Key, float], controller: Controller | None = None,
+                 name: str | None = None) -> None:
+        self.fractions = {key: check_fraction(f, f"{key}={f}") for key, f in fractions.items()}
+        self.names = {key: group_name(key) for key in self.fractions}
+        self.controller = controller if controller is not None else find_controller()
+        self.path = self.controller.root / (name or f"{GROUP_PREFIX}{os.getpid()}-"
+                                            f"{secrets.token_hex(3)}")
+
+    def group(self, key: Key) -> Path:
+        """The directory of ``key``'s group."""
+        return self.path / self.names[key]
+
+    def procs_file(self, key: Key) -> Path:
+        """Writing a PID here moves that process (all its threads) into ``key``'s group."""
+        return self.group(key) / "cgroup.procs"
+
+    def join_prefix(self, key: Key) -> list[str]:
+        """The command prefix that starts a process inside ``key``'s group."""
+        return join_command(self.procs_file(key))
+
+    def create(self) -> Throttle:
+        """Make the parent and one limited child per key; on failure nothing is left behind."""
+        try:
+            self.controller.enable(self.controller.root)
+            self.path.mkdir()
+            self.controller.enable(self.path)
+            for key, fraction in self.fractions.items():
+                self.group(key).mkdir()
+                self.controller.limit(self.group(key), fraction)
+        except OSError as exc:
+            error = ThrottleError(f"--throttle: cannot set up {exc.filename or self.path}: "
+                                  f"{exc.strerror}")
+            with contextlib.suppress(ThrottleError):
+                self.remove()
+            raise error from exc
+        return self
+
+    def remove(self) -> None:
+        """Move any process left in the groups to the root group and remove the groups."""
+        remove_groups(self.path, self.controller)
+
+    def __enter__(self) -> Throttle:
+        return self.create()
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.remove()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``create SPEC`` prints the new parent group's directory; ``remove DIR`` removes it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    usage = ("usage: python -m mpicoded.throttle create NAME=FRACTION[,NAME=FRACTION...]\n"
+             "       python -m mpicoded.throttle remove DIR")
+    if args in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    try:
+        if len(args) == 2 and args[0] == "create":
+            throttle = Throttle(parse_throttle(args[1]))
+            throttle.create()
+            print(throttle.path)
+        elif len(args) == 2 and args[0] == "remove":
+            path = Path(args[1])
+            controller = find_controller()
+            if path.parent != controller.root or not path.name.startswith(GROUP_PREFIX):
+                raise ThrottleError(f"{path} is not a {GROUP_PREFIX}* group under "
+                                    f"{controller.root}")
+            remove_groups(path, controller)
+        else:
+            print(usage, file=sys.stderr)
+            return 2
+    except (ValueError, ThrottleError) as exc:
+        print(f"mpicoded.throttle: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

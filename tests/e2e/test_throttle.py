@@ -1,0 +1,118 @@
+"""Real slow ranks (root, a writable cgroup cpu controller): a rank under --throttle runs in its
+cpu group and is really slower; the groups are gone after the run, even after a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mpicoded.launcher import MPIRunTimeout, run_mpi
+from mpicoded.throttle import GROUP_PREFIX, ThrottleError, available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def controller_or_reason():
+    try:
+        return available(), ""
+    except ThrottleError as exc:
+        return None, str(exc)
+
+
+CONTROLLER, REASON = controller_or_reason()
+pytestmark = pytest.mark.skipif(CONTROLLER is None, reason=f"needs root and cgroups: {REASON}")
+
+# Each rank: its cpu cgroup (v1: the line naming the cpu controller; v2: the 0:: line), then the
+# wall and CPU time of a fixed amount of pure-Python work.
+PROBE = textwrap.dedent("""\
+    import json, time
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    group = None
+    for line in open("/proc/self/cgroup").read().splitlines():
+        number, controllers, path = line.split(":", 2)
+        if ("cpu" in controllers.split(",")) if {v1} else number == "0":
+            group = path
+    comm.Barrier()
+    wall, cpu = time.perf_counter(), time.process_time()
+    total = 0
+    for i in range({work}):
+        total += i * i
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(json.dumps({{"rank": comm.Get_rank(), "group": group, "wall": wall, "cpu": cpu}}),
+          flush=True)
+    if {hang}:
+        time.sleep(600)
+""")
+
+
+def probe(tmp_path: Path, work: int, hang: bool = False) -> str:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE.format(v1=CONTROLLER.version == 1, work=work, hang=hang))
+    return str(script)
+
+
+def groups_left(pid: int) -> list[str]:
+    """Groups made by process ``pid`` still in the hierarchy."""
+    return [p.name for p in CONTROLLER.root.glob(f"{GROUP_PREFIX}{pid}-*")]
+
+
+def test_throttled_rank_is_in_its_group_and_slower(tmp_path):
+    # ~0.1 s of CPU: the others share 2 cores three ways (about 1.5x their CPU time in wall
+    # time); rank 2 gets 5% of one core (about 20x), so >= 3x is a wide margin either way.
+    done = run_mpi(4, [probe(tmp_path, 1_000_000)], timeout=120, throttle={2: 0.05})
+    assert done.returncode == 0, done.output[-3000:]
+    rows = {r["rank"]: r for r in map(json.loads, (line for line in done.output.splitlines()
+                                                   if line.startswith("{")))}
+    assert sorted(rows) == [0, 1, 2, 3], done.output[-3000:]
+    group = rows[2]["group"]
+    assert group.startswith(f"/{GROUP_PREFIX}{os.getpid()}-") and group.endswith("/rank2")
+    assert all(GROUP_PREFIX not in rows[r]["group"] for r in (0, 1, 3))
+    others = statistics.median(rows[r]["wall"] for r in (0, 1, 3))
+    assert rows[2]["wall"] >= 3 * others, rows
+    assert not (CONTROLLER.root / group.lstrip("/")).parent.exists()
+    assert groups_left(os.getpid()) == []
+
+
+def test_groups_are_removed_after_a_timeout(tmp_path):
+    with pytest.raises(MPIRunTimeout):
+        run_mpi(3, [probe(tmp_path, 10, hang=True)], timeout=8, throttle={1: 0.2})
+    assert groups_left(os.getpid()) == []
+
+
+def test_bad_rank_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="rank 3 is out of range: allowed 0..2"):
+        run_mpi(3, [probe(tmp_path, 10)], timeout=30, throttle={3: 0.5})
+    assert groups_left(os.getpid()) == []
+
+
+def test_local_sh_with_a_throttled_worker():
+    proc = subprocess.Popen([str(ROOT / "launch" / "local.sh"), "-n", "3", "--throttle", "1=0.2",
+                             "--iterations", "3", "--delay", "none", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        pytest.fail(f"local.sh timed out\n{out[-3000:]}")
+    assert proc.returncode == 0, out[-3000:]
+    assert "loss" in out
+    assert groups_left(proc.pid) == []  # local.sh execs the launcher: same PID
+
+
+def test_launcher_cli_error_exits_2():
+    done = subprocess.run([sys.executable, "-m", "mpicoded.launcher", "-n", "3", "--throttle",
+                           "1=abc", "--", "-c", "pass"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("mpicoded.launcher: error: --throttle '1=abc': expected")
+    assert len(done.stderr.splitlines()) == 1

@@ -1,0 +1,198 @@
+"""--throttle without root: parsing, quota arithmetic, group paths, mpirun's MPMD command."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpicoded.launcher import app_contexts, main, mpirun_command, parse_cli
+from mpicoded.throttle import (
+    Controller,
+    Throttle,
+    check_rank_throttle,
+    controller_candidates,
+    group_name,
+    join_command,
+    parse_rank_throttle,
+    parse_throttle,
+    quota_period,
+    remove_groups,
+)
+
+V1 = Controller(1, Path("/sys/fs/cgroup/cpu"))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("2=0.25", {"2": 0.25}),
+    ("h1=0.5, h2=1", {"h1": 0.5, "h2": 1.0}),
+    ("1=0.001,3=.3", {"1": 0.001, "3": 0.3}),
+])
+def test_parse_good_specs(spec, expected):
+    assert parse_throttle(spec) == expected
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "--throttle '': expected RANK=FRACTION"),
+    ("2", "--throttle '2': expected RANK=FRACTION"),
+    ("2=", "--throttle '2=': expected RANK=FRACTION"),
+    ("=0.5", "--throttle '=0.5': expected RANK=FRACTION"),
+    ("1=0.5,", "--throttle '': expected RANK=FRACTION"),
+    ("2=abc", "--throttle '2=abc': expected RANK=FRACTION"),
+    ("2=0", "--throttle '2=0': FRACTION must be a share of one core in [0.001, 1]"),
+    ("2=1.5", "--throttle '2=1.5': FRACTION must be"),
+    ("2=-0.1", "--throttle '2=-0.1': FRACTION must be"),
+    ("2=nan", "--throttle '2=nan': FRACTION must be"),
+    ("2=0.0001", "--throttle '2=0.0001': FRACTION must be"),
+    ("1=0.5,2=0.2,1=0.3", "--throttle '1=0.3': 1 is throttled twice"),
+    ("../x=0.5", "--throttle '../x=0.5': '../x' is not a rank number or host name"),
+])
+def test_parse_bad_specs_name_the_item(spec, message):
+    with pytest.raises(ValueError) as err:
+        parse_throttle(spec)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_rank_specs_are_ranks_in_range():
+    assert parse_rank_throttle("0=0.5,6=0.1", 7) == {0: 0.5, 6: 0.1}
+    with pytest.raises(ValueError, match=r"'7=0.5': rank 7 is out of range: allowed 0..6"):
+        parse_rank_throttle("7=0.5", 7)
+    with pytest.raises(ValueError, match=r"'h1=0.5': RANK must be a rank number 0..6"):
+        parse_rank_throttle("h1=0.5", 7)
+    with pytest.raises(ValueError, match="rank -1 is out of range"):
+        check_rank_throttle({-1: 0.5}, 4)
+    with pytest.raises(ValueError, match="FRACTION must be"):
+        check_rank_throttle({1: 2.0}, 4)
+
+
+@pytest.mark.parametrize("fraction, expected", [
+    (1, (20000, 20000)), (0.25, (5000, 20000)), (0.05, (1000, 20000)),
+    (0.04, (1000, 25000)), (0.01, (1000, 100000)), (0.001, (1000, 1000000)),
+])
+def test_quota_and_period(fraction, expected):
+    assert quota_period(fraction) == expected
+
+
+def test_quota_is_the_fraction_within_the_kernel_limits():
+    for fraction in [i / 1000 for i in range(1, 1001)]:
+        quota, period = quota_period(fraction)
+        assert 1000 <= quota and 1000 <= period <= 1_000_000
+        assert quota / period == pytest.approx(fraction, rel=0.01)
+        assert period == 20000 or fraction < 0.05  # the short period unless the quota is < 1 ms
+
+
+def test_controllers_found_in_mounts_v1_first():
+    hybrid = ("tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
+              "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n"
+              "cgroup /sys/fs/cgroup/cpuacct cgroup rw,relatime,cpuacct 0 0\n"
+              "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n")
+    assert controller_candidates(hybrid) == [(1, Path("/sys/fs/cgroup/cpu")),
+                                             (2, Path("/sys/fs/cgroup/unified"))]
+    combined = "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
+    assert controller_candidates(combined) == [(1, Path("/sys/fs/cgroup/cpu,cpuacct"))]
+    v2 = "proc /proc proc rw 0 0\ncgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n"
+    assert controller_candidates(v2) == [(2, Path("/sys/fs/cgroup"))]
+    assert controller_candidates("cgroup2 /mnt/c\\040g cgroup2 rw 0 0") == [(2, Path("/mnt/c g"))]
+
+
+def test_group_paths_and_join_prefix():
+    throttle = Throttle({2: 0.5, "h1": 0.25}, controller=V1, name="mpicoded-1-abc")
+    assert throttle.path == Path("/sys/fs/cgroup/cpu/mpicoded-1-abc")
+    assert throttle.procs_file(2) == throttle.path / "rank2" / "cgroup.procs"
+    assert throttle.group("h1") == throttle.path / "h1"
+    assert throttle.join_prefix(2) == ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"',
+                                       str(throttle.path / "rank2" / "cgroup.procs")]
+    assert join_command("/x/cgroup.procs")[-1] == "/x/cgroup.procs"
+    assert group_name(0) == "rank0" and group_name("h2") == "h2"
+    default = Throttle({1: 0.5}, controller=V1)
+    assert default.path.parent == V1.root and default.path.name.startswith("mpicoded-")
+    remove_groups(Path("/nonexistent/mpicoded-1-abc"), V1)  # nothing there: nothing to do
+
+
+def expand(contexts: list[str]) -> list[list[str]]:
+    """One command per rank, in Open MPI's numbering: app contexts in order, -n copies each."""
+    ranks: list[list[str]] = []
+    start = 0
+    for end in [*(i for i, word in enumerate(contexts) if word == ":"), len(contexts)]:
+        context = contexts[start:end]
+        assert context[0] == "-n"
+        ranks += [context[2:]] * int(context[1])
+        start = end + 1
+    return ranks
+
+
+def test_app_contexts_number_ranks_in_order():
+    program = ["python", "x.py"]
+    assert app_contexts(6, program, {}) == ["-n", "6", "python", "x.py"]
+    assert app_contexts(6, program, {2: ["P"]}) == [
+        "-n", "2", "python", "x.py", ":", "-n", "1", "P", "python", "x.py", ":",
+        "-n", "3", "python", "x.py"]
+    rng = random.Random(0)
+    for _ in range(200):
+        ranks = rng.randint(1, 9)
+        chosen = rng.sample(range(ranks), rng.randint(0, ranks))
+        prefixes = {r: [f"P{r}"] for r in chosen}
+        per_rank = expand(app_contexts(ranks, program, prefixes))
+        assert per_rank == [[f"P{r}", *program] if r in prefixes else program
+                            for r in range(ranks)]
+
+
+def test_mpirun_command_puts_throttled_ranks_in_their_groups():
+    throttle = Throttle({0: 0.5, 3: 0.1}, controller=V1, name="mpicoded-1-abc")
+    cmd = mpirun_command(5, ["-m", "mpicoded.train"], ft=True, throttle=throttle)
+    first = cmd.index("-n")
+    assert "--with-ft" in cmd[:first] and "-x" in cmd[:first]  # global options come first
+    per_rank = expand(cmd[first:])
+    program = [sys.executable, "-m", "mpicoded.train"]
+    assert per_rank[0] == [*throttle.join_prefix(0), *program]
+    assert per_rank[3] == [*throttle.join_prefix(3), *program]
+    assert per_rank[1] == per_rank[2] == per_rank[4] == program
+    with pytest.raises(ValueError, match="rank 3 is out of range: allowed 0..2"):
+        mpirun_command(3, ["x.py"], throttle=throttle)
+    plain = mpirun_command(4, ["x.py"])
+    assert plain[plain.index("-n"):] == ["-n", "4", sys.executable, "x.py"]
+
+
+def test_launcher_cli_options():
+    opts = parse_cli(["-n", "3", "--ft", "--throttle", "1=0.2", "--", "-m", "mpicoded.train"])
+    assert (opts.ranks, opts.ft, opts.throttle, opts.args) == (3, True, {1: 0.2},
+                                                               ["-m", "mpicoded.train"])
+    opts = parse_cli(["--throttle=2=0.5,1=1", "-m", "mpicoded.train", "--ft"])
+    assert (opts.ranks, opts.ft, opts.throttle) == (21, False, {2: 0.5, 1: 1.0})
+    assert opts.args == ["-m", "mpicoded.train", "--ft"]  # after the program: Python's
+    assert parse_cli(["--help"]) is None
+    for argv, message in [(["-n", "x", "a.py"], "-n 'x': expected a number of ranks"),
+                          (["--throttle"], "--throttle needs a value"),
+                          (["-n", "3"], "no program"),
+                          (["-n", "3", "--throttle", "3=0.5", "a.py"], "rank 3 is out of range")]:
+        with pytest.raises(ValueError, match=message):
+            parse_cli(argv)
+
+
+def test_launcher_cli_error_is_one_line_and_status_2(capsys):
+    assert main(["-n", "3", "--throttle", "2=abc", "--", "-m", "mpicoded.train"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("mpicoded.launcher: error: --throttle '2=abc': expected RANK=FRACTION"
+                   "[,RANK=FRACTION...], FRACTION a number in [0.001, 1], e.g. 2=0.25\n")
+
+
+def test_quota_files_written_as_the_kernel_reads_them(tmp_path):
+    """On plain directories standing in for cgroupfs: v1 period then quota, v2 one cpu.max line,
+    and v2 enables the cpu controller for a group's children only when it is not on yet."""
+    Controller(1, tmp_path).limit(tmp_path, 0.25)
+    assert (tmp_path / "cpu.cfs_period_us").read_text() == "20000"
+    assert (tmp_path / "cpu.cfs_quota_us").read_text() == "5000"
+    v2 = Controller(2, tmp_path)
+    v2.limit(tmp_path, 0.01)
+    assert (tmp_path / "cpu.max").read_text() == "1000 100000"
+    control = tmp_path / "cgroup.subtree_control"
+    control.write_text("memory\n")
+    v2.enable(tmp_path)
+    assert control.read_text() == "+cpu"
+    control.write_text("cpu memory\n")
+    v2.enable(tmp_path)
+    assert control.read_text() == "cpu memory\n"
+    Controller(1, tmp_path).enable(tmp_path)  # v1: nothing to enable
+    assert control.read_text() == "cpu memory\n"

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mpicoded.launcher import MPIRunTimeout, run_mpi
@@ -116,3 +117,27 @@ def test_launcher_cli_error_exits_2():
     assert done.returncode == 2
     assert done.stderr.startswith("mpicoded.launcher: error: --throttle '1=abc': expected")
     assert len(done.stderr.splitlines()) == 1
+
+
+def train_record(tmp_path: Path, name: str, flags: list[str],
+                 throttle: dict[int, float] | None) -> dict:
+    metrics = tmp_path / f"{name}.jsonl"
+    done = run_mpi(7, ["-m", "mpicoded.train", *flags, "--quiet", "--metrics", str(metrics)],
+                   timeout=240, throttle=throttle)
+    assert done.returncode == 0, done.output[-3000:]
+    return json.loads(metrics.read_text().splitlines()[-1])
+
+
+def test_throttled_worker_is_purged_mid_task(tmp_path):
+    """Nothing injected: rank 2 at 5% of a core. Purges cut its tasks within a chunk, so it
+    completes few, and θ equals an unthrottled whole-task run up to reassociation."""
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "120000",
+             "--features", "20", "--iterations", "15", "--loss-every", "0"]
+    slow_run = train_record(tmp_path, "throttled", [*flags, "--chunk-rows", "2000"], {2: 0.05})
+    slow = next(w for w in slow_run["workers"] if w["rank"] == 2)
+    assert slow["dropped_tasks"] > 0
+    assert slow["computed_tasks"] <= 15 // 2, slow
+    whole = train_record(tmp_path, "whole", [*flags, "--chunk-rows", "0"], None)
+    a, b = np.array(slow_run["final_theta"]), np.array(whole["final_theta"])
+    assert np.allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())
+    assert groups_left(os.getpid()) == []

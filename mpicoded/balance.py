@@ -183,6 +183,9 @@ class Estimator:
     def __post_init__(self) -> None:
         for name in self._STATS:
             setattr(self, name, np.zeros(self.n_workers))
+        # the last iteration's cut-off task per worker, as the master timed it: ("silent", D)
+        # or ("exposure", D - last arrival); a worker's own report of it replaces it (partial)
+        self._cut: dict[int, tuple[str, float]] = {}
 
     def observe(self, arrivals: dict[int, list[float]], assigned: dict[int, int],
                 decoded_at: float) -> None:
@@ -192,11 +195,13 @@ class Estimator:
         busy = [p for p, n in assigned.items() if n]
         for name in self._STATS:
             getattr(self, name)[busy] *= self.forget
+        self._cut = {}
         for p, n_assigned in assigned.items():
             times = sorted(arrivals.get(p, []))
             if not times:  # busy the whole iteration without a result: censored after c_p
                 self.silent_sum[p] += decoded_at
                 self.silent_n[p] += 1
+                self._cut[p] = ("silent", decoded_at)
                 continue
             gaps = np.diff(times)
             self.first_sum[p] += times[0]
@@ -208,30 +213,58 @@ class Estimator:
             cut_off = max(0.0, decoded_at - times[-1]) if len(times) < n_assigned else 0.0
             self.exposure[p] += gaps.sum() + cut_off
             self.completions[p] += len(gaps)
+            if cut_off:
+                self._cut[p] = ("exposure", cut_off)
 
-    def partial(self, worker: int, fraction: float) -> None:
-        """A purged task was ``fraction`` done when the purge cut it off: that much of a
-        completion joins the exposure already counted up to the decode (a slow worker that never
-        finishes a task still yields a speed sample: its silent time over the fraction done)."""
-        if fraction > 0:
-            self.completions[worker] += fraction
+    def partial(self, worker: int, fraction: float, seconds: float) -> None:
+        """The worker's own account of its task cut off by the last iteration's purge: it had
+        spent ``seconds`` on it and done ``fraction`` of it (0 when cut during an injected,
+        memoryless delay). It replaces the master's censored view of that task, so a slow CPU
+        that never finishes a task before the decode still yields a speed sample, whatever
+        c_p is estimated to be. A report that comes after the next iteration is ignored."""
+        cut = self._cut.pop(worker, None)
+        if cut is None:
+            return
+        kind, amount = cut
+        if kind == "silent":
+            self.silent_sum[worker] -= amount
+            self.silent_n[worker] -= 1
+        else:
+            self.exposure[worker] -= amount
+        self.exposure[worker] += seconds
+        self.completions[worker] += fraction
 
-    def _shift(self, m: np.ndarray) -> np.ndarray:
+    def _shift(self, m: np.ndarray, cv2: float) -> np.ndarray:
         """c_p from the first results' times. A first result is seen only if c_p + T arrives
         before the decode at D, so its mean is c_p + E[T | T <= D - c_p]; with exponential T that
-        is solved for c_p by a fixed-point iteration."""
+        is solved for c_p by a fixed-point iteration. The truncation shortens E[T] by as much
+        as T varies: fully for exponential task times (CV² = 1), not at all for deterministic
+        ones (CV² = 0, real compute), so the correction is scaled by min(CV², 1)."""
         first = self.first_sum / self.first_n
         decode = self.decode_sum / self.first_n
+        weight = min(max(cv2, 0.0), 1.0)
         c = np.maximum(first - m, 0.0)
         for _ in range(30):
             room = np.maximum(decode - c, 1e-12)
             ratio = np.minimum(room / m, 700.0)
-            truncated_mean = m - room * np.exp(-ratio) / (1.0 - np.exp(-ratio))
+            truncated_mean = m - weight * room * np.exp(-ratio) / (1.0 - np.exp(-ratio))
             c = np.clip(first - truncated_mean, 0.0, first)
         return c
 
+    def _cv2(self) -> float:
+        """The squared coefficient of variation of task times, pooled over the workers' gaps
+        (1, the exponential's, until there are any)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gap_mean = self.gap_sum / self.gap_n
+            cv2_each = (self.gap_sq / self.gap_n - gap_mean**2) / gap_mean**2
+        usable = np.isfinite(cv2_each) & (self.gap_n > 1)
+        if not usable.any():
+            return 1.0
+        return max(float(np.average(cv2_each[usable], weights=self.gap_n[usable])), 0.0)
+
     def moments(self, fallback: Moments | None = None) -> Moments:
         """Current estimates; workers with too little data get the fallback (or the median)."""
+        cv2 = self._cv2()
         with np.errstate(invalid="ignore", divide="ignore"):
             # silent iterations add their time past c_p to the exposure (c_p from the first
             # results, refined once); a worker that never finished a task gets its whole
@@ -240,18 +273,13 @@ class Estimator:
             # the decode): it joins the exposure once c_p is known, so iterate a few times
             m = self.exposure / _positive(self.completions)
             for _ in range(5):
-                c_now = np.nan_to_num(self._shift(m), nan=0.0)
+                c_now = np.nan_to_num(self._shift(m, cv2), nan=0.0)
                 first = np.maximum(self.first_sum - self.first_n * c_now, 0.0)
                 silent = np.maximum(self.silent_sum - self.silent_n * c_now, 0.0)
                 m = ((self.exposure + first + silent)
                      / _positive(self.completions + self.first_n))
-            gap_mean = self.gap_sum / self.gap_n
-            cv2_each = (self.gap_sq / self.gap_n - gap_mean**2) / gap_mean**2
-            usable = np.isfinite(cv2_each) & (self.gap_n > 1)
-            cv2 = (float(np.average(cv2_each[usable], weights=self.gap_n[usable]))
-                   if usable.any() else 1.0)
-            v = max(cv2, 0.0) * m**2
-            c = self._shift(m)
+            v = cv2 * m**2
+            c = self._shift(m, cv2)
         known = (self.exposure + self.silent_sum > 0) & np.isfinite(m) & (m > 0)
         if fallback is not None:
             m = np.where(known, m, fallback.m)
@@ -322,11 +350,11 @@ class Splitter:
         else:
             self.loads = self._split(self.declared if self.kind == "optimal" else None)
 
-    def partial(self, worker: int, fraction: float) -> None:
-        """A worker's purged task was ``fraction`` done (adaptive only; learnt at the next
-        re-split)."""
+    def partial(self, worker: int, fraction: float, seconds: float) -> None:
+        """A worker's purged task was ``fraction`` done after ``seconds`` (adaptive only;
+        learnt at the next re-split)."""
         if self.estimator is not None:
-            self.estimator.partial(worker, fraction)
+            self.estimator.partial(worker, fraction, seconds)
 
     def observe(self, arrivals: dict[int, list[float]], decoded_at: float) -> None:
         """After an iteration: feed the estimator and re-split (adaptive only)."""

@@ -14,6 +14,9 @@
   K and storage profiles.
 - ``paper000``: paper 000's stream of jobs on uneven workers: in-order delay for the uniform,
   optimal and adaptive splits and the genie bound; simulator grid and MPI for K = 100.
+- ``real-stragglers``: nothing injected, ranks under CPU quotas (cgroups, root): 7 ranks with
+  one at 5% of a core (uncoded, frc, gfrc, cpgc, whole-task frc, frc without purging), and 21
+  ranks with four throttled (mds, uniform vs adaptive split).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .cdc import bench_cdc
 from .decode import bench_decode
 from .paper000 import bench_paper000
 from .paper001 import bench_paper001
+from .real import bench_real_stragglers
 from .runtime import bench_overhead, bench_purge
 from .simscale import bench_sim_scale
 
@@ -38,9 +42,10 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "sim-scale": bench_sim_scale,
     "paper000": bench_paper000,
     "cdc": bench_cdc,
+    "real-stragglers": bench_real_stragglers,
 }
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
-                      "sim-scale": 100}
+                      "sim-scale": 100, "real-stragglers": 30}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
                    "but the runtime's own overhead then weighs more); default 0.05")
     p.add_argument("--task-time", type=float, default=0.02,
                    help="purge: seconds per unit of work; default 0.02")
+    p.add_argument("--samples", type=int, default=600000,
+                   help="real-stragglers: logreg rows on 7 ranks (a quarter on 21); default "
+                   "600000 (x 100 features)")
+    p.add_argument("--small-fraction", type=float, default=0.05,
+                   help="real-stragglers: CPU quota of the slow rank among 7; default 0.05")
+    p.add_argument("--large-fraction", type=float, default=0.25,
+                   help="real-stragglers: CPU quota of the 4 slow ranks among 21; default 0.25")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")

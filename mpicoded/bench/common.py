@@ -11,12 +11,14 @@ from ..launcher import run_mpi
 TIMEOUT_S = 600
 
 
-def train_run(ranks: int, flags: list[str], records: bool = False) -> dict:
-    """One mpicoded.train run; its final run record (with ``"iterations_records"`` if asked)."""
+def train_run(ranks: int, flags: list[str], records: bool = False,
+              throttle: dict[int, float] | None = None) -> dict:
+    """One mpicoded.train run; its final run record (with ``"iterations_records"`` if asked).
+    ``throttle`` puts ranks under CPU quotas (real slow ranks; root)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
         done = run_mpi(ranks, ["-m", "mpicoded.train", *flags, "--quiet", "--metrics", str(path)],
-                       timeout=TIMEOUT_S)
+                       timeout=TIMEOUT_S, throttle=throttle)
         if done.returncode != 0:
             raise RuntimeError(f"mpicoded.train {' '.join(flags)} failed:\n{done.output[-3000:]}")
         rows = [json.loads(line) for line in path.read_text().splitlines()]

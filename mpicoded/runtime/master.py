@@ -208,7 +208,7 @@ class Master:
                                                   time.perf_counter(), msg.epoch))
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
-                    self.splitter.partial(index, float(msg.payload[0]))
+                    self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]))
             elif msg.tag == Tag.STOP_ACK:
                 self.counters[src - 1] = tuple(int(v) for v in msg.payload[:3])
                 if index is not None:

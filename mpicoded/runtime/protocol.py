@@ -27,7 +27,7 @@ class Tag(IntEnum):
     STOP = 5  # master -> worker: finish; the worker answers STOP_ACK and exits its loop
     STOP_ACK = 6  # worker -> master: last word, with the worker's counters
     ERROR = 7  # worker -> master: an exception, as text (pickled)
-    PROGRESS = 8  # worker -> master: how much of a task was done when its iteration was purged
+    PROGRESS = 8  # worker -> master: how much of a task was done, in how long, when purged
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,7 @@ def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
 
 
 def pack_progress(job: int, iteration: int, worker: int, task: int, fraction: float,
-                  epoch: int = 0) -> np.ndarray:
-    """PROGRESS: the fraction of ``task``'s rows a worker computed before it was purged."""
-    return pack(job, iteration, epoch, task, worker, np.array([fraction]))
+                  seconds: float, epoch: int = 0) -> np.ndarray:
+    """PROGRESS: the share of ``task`` a worker had done, and the seconds it had spent on it,
+    when a purge cut it off (payload ``[fraction, seconds]``)."""
+    return pack(job, iteration, epoch, task, worker, np.array([fraction, seconds]))

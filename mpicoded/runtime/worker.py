@@ -90,21 +90,24 @@ class Worker:
             return
         repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
+            began = time.perf_counter()
             value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
                                        setup.result_size, setup.chunk_rows, repeat,
                                        self.interrupted if setup.purge else None)
-            unsent = len(tasks) - i + len(done_tasks)  # what is lost if dropped now
-            if value is None:  # purged mid-task
-                self.dropped += unsent
-                if setup.report_progress:  # a speed sample for the adaptive split
-                    self.outbox.send(pack_progress(msg.job, msg.iteration, setup.worker, task,
-                                                   fraction, msg.epoch), MASTER, Tag.PROGRESS)
-                return
-            self.computed += 1
-            model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
-                                                setup.task_cost[task])
-            if not self.serve_delay(setup.delay.seconds(model_time)):
-                self.dropped += unsent
+            dropped = value is None
+            if not dropped:
+                self.computed += 1
+                model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
+                                                    setup.task_cost[task])
+                # cut during an injected (memoryless) delay: no share of the task counts done
+                dropped = not self.serve_delay(setup.delay.seconds(model_time))
+                fraction = 0.0
+            if dropped:
+                self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too
+                if setup.report_progress:  # the adaptive split's sample of this worker's speed
+                    buf = pack_progress(msg.job, msg.iteration, setup.worker, task, fraction,
+                                        time.perf_counter() - began, msg.epoch)
+                    self.outbox.send(buf, MASTER, Tag.PROGRESS)
                 return
             if setup.single_message:
                 done_tasks.append(task)

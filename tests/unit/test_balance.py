@@ -120,6 +120,43 @@ def test_estimator_follows_a_worker_that_slows_down():
     assert est.moments().m[1] > 3 * est.moments().m[0]
 
 
+def test_purged_worker_learns_its_speed_from_its_own_report():
+    """Real compute: task times are nearly constant and a slow CPU rarely finishes a task before
+    the decode. Its report of the cut task (time spent, fraction done) gives its speed, also when
+    a long iteration now and then lets a first result through (which alone would be read as a
+    large communication delay c_p)."""
+    fast_m, rng = 0.01, np.random.default_rng(6)
+
+    def estimate(slow_m: float, report: bool) -> tuple[np.ndarray, np.ndarray]:
+        est = Estimator(2)
+        for _ in range(40):
+            decode = 0.03 if rng.random() < 0.8 else slow_m + 0.01
+            arrivals = {0: [fast_m, 2 * fast_m, 3 * fast_m]}
+            if decode > slow_m:
+                arrivals[1] = [slow_m]
+            est.observe(arrivals, {0: 3, 1: 3}, decode)
+            spent = decode - sum(arrivals.get(1, []))  # on the task the purge cut off
+            if report:
+                est.partial(1, spent / slow_m, spent)
+        got = est.moments()
+        return got.m, got.c
+
+    for slow_m in (0.05, 0.5):
+        m, c = estimate(slow_m, report=True)
+        assert m == pytest.approx([fast_m, slow_m], rel=0.05)
+        assert c == pytest.approx([0.0, 0.0], abs=0.005)
+    assert estimate(0.5, report=False)[0][1] < 0.3  # the master's view alone: far too fast
+
+
+def test_late_progress_report_is_ignored():
+    est = Estimator(2)
+    est.observe({0: [0.1]}, {0: 1, 1: 1}, decoded_at=0.1)
+    est.observe({0: [0.1]}, {0: 1, 1: 1}, decoded_at=0.1)
+    before = est.moments().m.copy()
+    est.partial(0, 0.5, 1.0)  # worker 0 was not cut off: nothing to replace
+    assert np.array_equal(est.moments().m, before)
+
+
 def test_adaptive_splitter_starts_uniform_then_learns():
     split = Splitter("adaptive", 20, 2)
     assert split.loads.tolist() == [10, 10]

@@ -51,7 +51,8 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     if rank == 0:
         print(json.dumps({"baseline": "plain-mpi4py", "iterations": args.iterations,
-                          "mean_iteration_s": elapsed / args.iterations}))
+                          "mean_iteration_s": elapsed / args.iterations,
+                          "theta": theta.tolist()}))
 
 
 if __name__ == "__main__":

@@ -138,9 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "default 0.01")
     g = p.add_argument_group("faults and checkpoints")
     g.add_argument("--kill-worker", action="append", default=[], metavar="RANK@IT",
-                   help="fault injection: the worker on RANK SIGKILLs itself when iteration IT "
-                   "(of the first job; RANK@JOB:IT for another) starts; repeatable; needs ULFM "
-                   "(launch/local.sh --ft, or mpirun --with-ft ulfm)")
+                   help="fault injection: the worker on RANK SIGKILLs itself when it starts "
+                   "iteration IT (of the first job; RANK@JOB:IT for another) or, having skipped "
+                   "it as superseded, a later one; repeatable; needs ULFM (launch/local.sh --ft, "
+                   "or mpirun --with-ft ulfm)")
     g.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="write theta and the resume point to DIR atomically")
     g.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="N",

@@ -186,16 +186,18 @@ class Estimator:
         # the last iteration's cut-off task per worker, as the master timed it: ("silent", D)
         # or ("exposure", D - last arrival); a worker's own report of it replaces it (partial)
         self._cut: dict[int, tuple[str, float]] = {}
+        self._cut_key: object = None  # which iteration _cut is about
 
     def observe(self, arrivals: dict[int, list[float]], assigned: dict[int, int],
-                decoded_at: float) -> None:
-        """One iteration: result times per worker, tasks assigned, and the decode time.
+                decoded_at: float, key: object = None) -> None:
+        """One iteration (named ``key``): result times per worker, tasks assigned, and the
+        decode time.
 
         Only workers that had tasks learn (and forget); an idle worker keeps its estimates."""
         busy = [p for p, n in assigned.items() if n]
         for name in self._STATS:
             getattr(self, name)[busy] *= self.forget
-        self._cut = {}
+        self._cut, self._cut_key = {}, key
         for p, n_assigned in assigned.items():
             times = sorted(arrivals.get(p, []))
             if not times:  # busy the whole iteration without a result: censored after c_p
@@ -216,12 +218,16 @@ class Estimator:
             if cut_off:
                 self._cut[p] = ("exposure", cut_off)
 
-    def partial(self, worker: int, fraction: float, seconds: float) -> None:
-        """The worker's own account of its task cut off by the last iteration's purge: it had
-        spent ``seconds`` on it and done ``fraction`` of it (0 when cut during an injected,
-        memoryless delay). It replaces the master's censored view of that task, so a slow CPU
-        that never finishes a task before the decode still yields a speed sample, whatever
-        c_p is estimated to be. A report that comes after the next iteration is ignored."""
+    def partial(self, worker: int, fraction: float, seconds: float, key: object = None) -> None:
+        """A worker's own account of the work of iteration ``key`` that the master timed as cut
+        off by the purge (the task under way; with one message a worker, every task since the
+        iteration began): ``seconds`` spent and ``fraction`` tasks done (a cut task's share
+        counts 0 when cut during an injected, memoryless delay). It replaces the master's
+        censored view, so a slow CPU that never finishes a task before the decode still yields
+        a speed sample, whatever c_p is estimated to be. A report about another iteration than
+        the last observed one is ignored."""
+        if key != self._cut_key:
+            return
         cut = self._cut.pop(worker, None)
         if cut is None:
             return
@@ -350,18 +356,19 @@ class Splitter:
         else:
             self.loads = self._split(self.declared if self.kind == "optimal" else None)
 
-    def partial(self, worker: int, fraction: float, seconds: float) -> None:
-        """A worker's purged task was ``fraction`` done after ``seconds`` (adaptive only;
-        learnt at the next re-split)."""
+    def partial(self, worker: int, fraction: float, seconds: float, key: object = None) -> None:
+        """A worker's report of its purged work of iteration ``key`` (adaptive only; learnt at
+        the next re-split): see ``Estimator.partial``."""
         if self.estimator is not None:
-            self.estimator.partial(worker, fraction, seconds)
+            self.estimator.partial(worker, fraction, seconds, key)
 
-    def observe(self, arrivals: dict[int, list[float]], decoded_at: float) -> None:
-        """After an iteration: feed the estimator and re-split (adaptive only)."""
+    def observe(self, arrivals: dict[int, list[float]], decoded_at: float,
+                key: object = None) -> None:
+        """After iteration ``key``: feed the estimator and re-split (adaptive only)."""
         if self.estimator is None:
             return
         assigned = {p: int(k) for p, k in enumerate(self.loads) if k}
-        self.estimator.observe(arrivals, assigned, decoded_at)
+        self.estimator.observe(arrivals, assigned, decoded_at, key)
         self.loads = self._split(self.estimator.moments())
         self.iterations += 1
         if self.iterations % self.probe_every == 0:

@@ -196,10 +196,6 @@ def find_controller(mounts: str | None = None) -> Controller:
                         "cpu.cfs_quota_us or cgroup v2 cpu.max)")
 
 
-def available() -> Controller:
-    """The cpu controller ``--throttle`` would use here; ThrottleError (one line) if there is none."""
-    return find_controller()
-
 
 def _evacuate(group: Path, to: Path) -> None:
     """Move every process still in ``group`` to the procs file ``to``."""

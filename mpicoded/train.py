@@ -172,7 +172,6 @@ class Plan:
     kill_at: dict[int, tuple[int, int]]
     resume: ckpt.Checkpoint | None
     metrics: TextIO | None
-    chunk_rows: int
 
 
 CODE_FLAGS = ("stragglers", "load", "partitions", "redundancy", "degree", "target")
@@ -298,9 +297,10 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             resume = ckpt.load(args.checkpoint, run_fingerprint(args, n_workers))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    chunk_rows = job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
-    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics,
-                chunk_rows)
+        # a kill planned before the resume point happened in the first run: not again
+        kill_at = {rank: at for rank, at in kill_at.items()
+                   if at >= (resume.job, resume.iteration)}
+    return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics)
 
 
 class Progress:
@@ -349,7 +349,7 @@ class Progress:
 
 
 def run_record(plan: Plan, result, n_workers: int, initial_loss: float,
-               master_max_pending: int = 0) -> dict:
+               master_max_pending: int = 0, chunk_rows: int = 0) -> dict:
     """The final metrics line: config, code, totals and the makespan."""
     records = result.records
     wall = [r.wall_s for r in records]
@@ -364,7 +364,7 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float,
         "mean_iteration_s": sum(wall) / len(wall),
         "makespan_s": result.makespan_s,
         "job_done_s": result.jobs[-1].done_s if result.jobs else 0.0,
-        "chunk_rows": plan.chunk_rows,
+        "chunk_rows": chunk_rows,
         "initial_loss": initial_loss,
         "final_loss": result.losses[-1],
         **{f"total_{k}": v for k, v in result.totals.items()},
@@ -440,7 +440,7 @@ def main_master(comm, argv: list[str]) -> int:
         checkpoint = (args.checkpoint, args.checkpoint_every, run_fingerprint(args, n_workers))
     master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
-                    chunk_rows=plan.chunk_rows,
+                    chunk_rows=args.chunk_rows,
                     kill_at=plan.kill_at, checkpoint=checkpoint, on_iteration=progress,
                     on_job=progress.job_done)
     master.place(placement(plan))
@@ -449,7 +449,8 @@ def main_master(comm, argv: list[str]) -> int:
               f"from {args.checkpoint}", file=sys.stderr, flush=True)
     start_loss = plan.job.loss(master.theta)
     result = master.run(args.iterations, plan.arrivals_s, plan.resume)
-    record = run_record(plan, result, n_workers, start_loss, master.max_pending)
+    record = run_record(plan, result, n_workers, start_loss, master.max_pending,
+                        master.chunk_rows)
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(record) + "\n")
         plan.metrics.close()

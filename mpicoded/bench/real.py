@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..throttle import ThrottleError, available
+from ..throttle import ThrottleError, find_controller
 from .common import have_matplotlib, table, train_run
 
 SMALL = {  # 7 ranks
@@ -70,7 +70,7 @@ HEADER = ["scheme", "mean it (ms)", "job done (s)", "makespan (s)", "computed", 
 
 def bench_real_stragglers(args: argparse.Namespace) -> dict:
     try:
-        available()
+        find_controller()
     except ThrottleError as exc:
         raise SystemExit(f"real-stragglers needs CPU quotas: {exc}") from None
     out_dir = Path(args.out)

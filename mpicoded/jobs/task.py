@@ -49,7 +49,7 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     """
     total = sum(kernel.rows(blocks[key]) for key, _ in terms)
     out = np.zeros(size)
-    scratch = np.zeros(size) if repeat > 1 else None
+    burn = _Burn(kernel, size, repeat - 1.0) if repeat > 1 else None
     done = 0
     for key, coef in terms:
         block = blocks[key]
@@ -58,20 +58,30 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
         for start in range(0, n, step):
             end = min(n, start + step)
             kernel.accumulate(block, theta, start, end, coef, out)
-            if scratch is not None:
-                _burn(kernel, block, theta, start, end, coef, scratch, repeat - 1.0)
+            if burn is not None:
+                burn(block, theta, start, end, coef)
             done += end - start
             if chunk_rows > 0 and stop is not None and stop():
                 return None, done / total if total else 1.0
     return out, 1.0
 
 
-def _burn(kernel: Kernel, block: Block, theta: np.ndarray, start: int, end: int, coef: float,
-          scratch: np.ndarray, extra: float) -> None:
-    """Compute rows [start, end) ``extra`` more times (the fraction on a share of the rows)."""
-    whole, part = divmod(extra, 1.0)
-    for _ in range(int(whole)):
-        kernel.accumulate(block, theta, start, end, coef, scratch)
-    cut = start + int(round(part * (end - start)))
-    if cut > start:
-        kernel.accumulate(block, theta, start, cut, coef, scratch)
+class _Burn:
+    """Computes rows ``extra`` more times into a scratch buffer: whole repeats of every chunk,
+    and the fractional part as rows carried over from chunk to chunk (so 1.5 is 1.5 even with
+    one-row chunks)."""
+
+    def __init__(self, kernel: Kernel, size: int, extra: float) -> None:
+        self.kernel, self.scratch = kernel, np.zeros(size)
+        self.whole, self.part = int(extra), extra - int(extra)
+        self.owed = 0.0  # rows of the fractional part not computed yet
+
+    def __call__(self, block: Block, theta: np.ndarray, start: int, end: int,
+                 coef: float) -> None:
+        for _ in range(self.whole):
+            self.kernel.accumulate(block, theta, start, end, coef, self.scratch)
+        self.owed += self.part * (end - start)
+        rows = min(int(self.owed), end - start)
+        if rows:
+            self.kernel.accumulate(block, theta, start, start + rows, coef, self.scratch)
+            self.owed -= rows

@@ -68,13 +68,19 @@ class Inbox:
         while self.waiting:
             self.skipped += self.waiting.popleft().count
 
-    def next_iteration(self) -> Message | None:
+    def next_iteration(self, epoch: int) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
-        ``finished`` tells whether there will never be one."""
+        ``finished`` tells whether there will never be one. An ITERATE of another ``epoch`` than
+        the worker's set-up (queued before a re-code's SETUP, which replaced the tasks it names)
+        is skipped: its results would be stale anyway."""
         self.read()
         self.current, self.current_dropped = None, False
-        if self.waiting:
-            self.current = self.waiting.popleft()
+        while self.waiting:
+            msg = self.waiting.popleft()
+            if msg.epoch == epoch:
+                self.current = msg
+                break
+            self.skipped += msg.count
         return self.current
 
     @property

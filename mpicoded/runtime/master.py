@@ -208,7 +208,8 @@ class Master:
                                                   time.perf_counter(), msg.epoch))
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
-                    self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]))
+                    self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
+                                          (msg.job, msg.iteration, msg.epoch))
             elif msg.tag == Tag.STOP_ACK:
                 self.counters[src - 1] = tuple(int(v) for v in msg.payload[:3])
                 if index is not None:
@@ -240,7 +241,8 @@ class Master:
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         if self.splitter is not None:
             cur = self.state.current
-            self.splitter.observe(cur.arrivals, cur.decoded_at)
+            self.splitter.observe(cur.arrivals, cur.decoded_at,
+                                  (cur.job, cur.iteration, self.state.epoch))
         return decoded.record
 
     def recode(self) -> None:

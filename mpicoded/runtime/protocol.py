@@ -95,8 +95,9 @@ def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
     return pack(job, iteration, epoch, -1, worker, np.asarray(counters, dtype=np.float64))
 
 
-def pack_progress(job: int, iteration: int, worker: int, task: int, fraction: float,
+def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,
                   seconds: float, epoch: int = 0) -> np.ndarray:
-    """PROGRESS: the share of ``task`` a worker had done, and the seconds it had spent on it,
-    when a purge cut it off (payload ``[fraction, seconds]``)."""
-    return pack(job, iteration, epoch, task, worker, np.array([fraction, seconds]))
+    """PROGRESS: when a purge cut ``task`` off, the tasks a worker had done since its last
+    result (finished but unsent ones, plus the cut task's share) and the seconds they took
+    (payload ``[done, seconds]``)."""
+    return pack(job, iteration, epoch, task, worker, np.array([done, seconds]))

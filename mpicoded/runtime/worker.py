@@ -90,7 +90,8 @@ class Worker:
             return
         repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
-            began = time.perf_counter()
+            if not done_tasks:  # the master has had every result so far: its view starts here
+                unsent_since = time.perf_counter()
             value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
                                        setup.result_size, setup.chunk_rows, repeat,
                                        self.interrupted if setup.purge else None)
@@ -99,14 +100,15 @@ class Worker:
                 self.computed += 1
                 model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
                                                     setup.task_cost[task])
-                # cut during an injected (memoryless) delay: no share of the task counts done
                 dropped = not self.serve_delay(setup.delay.seconds(model_time))
-                fraction = 0.0
+                if model_time > 0:  # cut in an injected, memoryless delay: none of it is done
+                    fraction = 0.0
             if dropped:
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too
                 if setup.report_progress:  # the adaptive split's sample of this worker's speed
-                    buf = pack_progress(msg.job, msg.iteration, setup.worker, task, fraction,
-                                        time.perf_counter() - began, msg.epoch)
+                    buf = pack_progress(msg.job, msg.iteration, setup.worker, task,
+                                        len(done_tasks) + fraction,
+                                        time.perf_counter() - unsent_since, msg.epoch)
                     self.outbox.send(buf, MASTER, Tag.PROGRESS)
                 return
             if setup.single_message:
@@ -136,7 +138,7 @@ class Worker:
         """Serve iterations until STOP; then flush sends and acknowledge."""
         backoff = Backoff()
         while True:
-            msg = self.inbox.next_iteration()
+            msg = self.inbox.next_iteration(self.setup.epoch)
             if msg is None:
                 if self.inbox.finished:
                     break

@@ -33,10 +33,10 @@ def test_plain_mpi4py_baseline_trains_like_gradient_descent():
 def test_real_stragglers_bench_runs(tmp_path):
     """Every scheme of bench real-stragglers runs under CPU quotas (root, cgroups): tiny data,
     mild quotas (a rank at 5% of a core takes seconds just to import numpy)."""
-    from mpicoded.throttle import ThrottleError, available
+    from mpicoded.throttle import ThrottleError, find_controller
 
     try:
-        available()
+        find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
     done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "real-stragglers",

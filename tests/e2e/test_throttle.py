@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from mpicoded.launcher import MPIRunTimeout, run_mpi
-from mpicoded.throttle import GROUP_PREFIX, ThrottleError, available
+from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def controller_or_reason():
     try:
-        return available(), ""
+        return find_controller(), ""
     except ThrottleError as exc:
         return None, str(exc)
 
@@ -131,7 +131,7 @@ def train_record(tmp_path: Path, name: str, flags: list[str],
 def test_throttled_worker_is_purged_mid_task(tmp_path):
     """Nothing injected: rank 2 at 5% of a core. Purges cut its tasks within a chunk, so it
     completes few, and θ equals an unthrottled whole-task run up to reassociation."""
-    flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "120000",
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "400000",
              "--features", "20", "--iterations", "15", "--loss-every", "0"]
     slow_run = train_record(tmp_path, "throttled", [*flags, "--chunk-rows", "2000"], {2: 0.05})
     slow = next(w for w in slow_run["workers"] if w["rank"] == 2)

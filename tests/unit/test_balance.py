@@ -137,7 +137,7 @@ def test_purged_worker_learns_its_speed_from_its_own_report():
             est.observe(arrivals, {0: 3, 1: 3}, decode)
             spent = decode - sum(arrivals.get(1, []))  # on the task the purge cut off
             if report:
-                est.partial(1, spent / slow_m, spent)
+                est.partial(1, spent / slow_m, spent, key=None)
         got = est.moments()
         return got.m, got.c
 
@@ -149,12 +149,17 @@ def test_purged_worker_learns_its_speed_from_its_own_report():
 
 
 def test_late_progress_report_is_ignored():
+    """A report about iteration 1 arriving after iteration 2 was observed must not replace
+    iteration 2's view of the worker; nor may a report for a worker that was not cut off."""
     est = Estimator(2)
-    est.observe({0: [0.1]}, {0: 1, 1: 1}, decoded_at=0.1)
-    est.observe({0: [0.1]}, {0: 1, 1: 1}, decoded_at=0.1)
+    for it in (1, 2):
+        est.observe({0: [0.1]}, {0: 1, 1: 1}, decoded_at=0.1, key=(0, it, 0))
     before = est.moments().m.copy()
-    est.partial(0, 0.5, 1.0)  # worker 0 was not cut off: nothing to replace
+    est.partial(1, 0.5, 0.1, key=(0, 1, 0))
+    est.partial(0, 0.5, 1.0, key=(0, 2, 0))
     assert np.array_equal(est.moments().m, before)
+    est.partial(1, 0.5, 0.1, key=(0, 2, 0))
+    assert est.moments().m[1] != before[1]
 
 
 def test_adaptive_splitter_starts_uniform_then_learns():

@@ -43,10 +43,10 @@ def test_superseded_iterations_are_skipped_unread():
         master.iterate(it, tasks=(0, 1, 2))
         if it < 2:
             master.purge(it)
-    msg = inbox.next_iteration()
+    msg = inbox.next_iteration(0)
     assert msg.iteration == 2
     assert inbox.skipped == 6  # two iterations of three tasks, never started
-    assert inbox.next_iteration() is None and not inbox.finished
+    assert inbox.next_iteration(0) is None and not inbox.finished
 
 
 def test_a_queued_purge_is_honoured_before_starting():
@@ -54,7 +54,7 @@ def test_a_queued_purge_is_honoured_before_starting():
     inbox = master.inbox()
     master.iterate(0)
     master.purge(0)
-    assert inbox.next_iteration() is None
+    assert inbox.next_iteration(0) is None
     assert inbox.skipped == 2
 
 
@@ -62,7 +62,7 @@ def test_purge_of_another_iteration_or_epoch_leaves_the_current_one():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(4, epoch=1)
-    assert inbox.next_iteration().iteration == 4
+    assert inbox.next_iteration(1).iteration == 4
     master.purge(3, epoch=1)
     master.purge(4, epoch=0)
     assert not inbox.dropped()
@@ -74,11 +74,11 @@ def test_newer_iterate_interrupts_the_current_one_and_runs_next():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    assert inbox.next_iteration().iteration == 0
+    assert inbox.next_iteration(0).iteration == 0
     assert not inbox.dropped()
     master.iterate(1)
     assert inbox.dropped()
-    assert inbox.next_iteration().iteration == 1
+    assert inbox.next_iteration(0).iteration == 1
     assert not inbox.dropped()
 
 
@@ -86,12 +86,12 @@ def test_stop_interrupts_and_drops_what_waits():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    inbox.next_iteration()
+    inbox.next_iteration(0)
     master.iterate(1, tasks=(5,))
     master.stop()
     assert inbox.dropped()
     assert inbox.finished
-    assert inbox.next_iteration() is None
+    assert inbox.next_iteration(0) is None
     assert inbox.skipped == 1
 
 
@@ -99,7 +99,7 @@ def test_setup_is_applied_at_once_and_the_work_goes_on():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    inbox.next_iteration()
+    inbox.next_iteration(0)
     master.sent.append(unpack(Tag.SETUP, np.zeros(6)))
     assert not inbox.dropped()
     assert len(master.setups) == 1
@@ -112,14 +112,26 @@ def test_without_purging_every_iterate_runs_in_order_then_stop():
         master.iterate(it)
     master.stop()
     seen = []
-    while (msg := inbox.next_iteration()) is not None:
+    while (msg := inbox.next_iteration(0)) is not None:
         assert not inbox.dropped()
         seen.append(msg.iteration)
     assert seen == [0, 1, 2] and inbox.finished and inbox.skipped == 0
+
+
+def test_iterations_of_an_old_epoch_are_skipped_after_a_recode():
+    """Without purging, ITERATEs queued before a re-code's SETUP name the old code's tasks."""
+    master = FakeMaster()
+    inbox = master.inbox(purge=False)
+    master.iterate(1, tasks=(0, 1))
+    master.iterate(2, tasks=(0, 1))
+    master.sent.append(unpack(Tag.SETUP, np.zeros(6)))
+    master.iterate(2, tasks=(3,), epoch=1)
+    msg = inbox.next_iteration(epoch=1)  # the worker applied the SETUP: it is on epoch 1 now
+    assert (msg.iteration, msg.epoch) == (2, 1) and inbox.skipped == 4
 
 
 def test_unexpected_message_is_an_error():
     master = FakeMaster()
     master.sent.append(unpack(Tag.RESULT, np.zeros(6)))
     with pytest.raises(ValueError, match="unexpected RESULT"):
-        master.inbox().next_iteration()
+        master.inbox().next_iteration(0)

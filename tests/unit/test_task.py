@@ -8,7 +8,7 @@ import pytest
 
 from mpicoded.codes import make_code
 from mpicoded.jobs import make_job, synthetic
-from mpicoded.jobs.task import CHUNK_ELEMENTS, default_chunk_rows, run_task
+from mpicoded.jobs.task import CHUNK_ELEMENTS, Kernel, default_chunk_rows, run_task
 
 CASES = [("logreg", "frc", {"stragglers": 1}), ("logreg", "mds", {"stragglers": 2}),
          ("linreg", "gfrc", {"stragglers": 2}), ("linreg", "uncoded", {"target": "each"})]
@@ -48,13 +48,22 @@ def test_stop_between_chunks_reports_the_fraction_done():
     assert np.array_equal(value, job.compute(0, np.zeros(job.dim), chunk_rows=40))
 
 
-@pytest.mark.parametrize("repeat", [1.0, 2.0, 3.5])
-def test_repeated_compute_returns_the_same_value(repeat):
+@pytest.mark.parametrize(("repeat", "chunk_rows"), [(1.0, 50), (2.0, 50), (3.5, 50), (1.5, 1)])
+def test_repeated_compute_burns_that_many_rows_and_returns_the_same_value(repeat, chunk_rows):
     job = job_for("logreg", "frc", {"stragglers": 1})
     blocks, terms = job.placement([2])
+    rows_done = []
+
+    def accumulate(block, theta, start, stop, coef, out):
+        rows_done.append(stop - start)
+        job.kernel.accumulate(block, theta, start, stop, coef, out)
+
+    counting = Kernel(job.kernel.rows, accumulate)
     theta = np.full(job.dim, 0.1)
-    value, _ = run_task(job.kernel, blocks, terms[2], theta, job.result_size, 50, repeat)
-    assert np.array_equal(value, job.compute(2, theta, chunk_rows=50))
+    value, _ = run_task(counting, blocks, terms[2], theta, job.result_size, chunk_rows, repeat)
+    assert np.array_equal(value, job.compute(2, theta, chunk_rows=chunk_rows))
+    rows = sum(job.kernel.rows(blocks[k]) for k, _ in terms[2])
+    assert sum(rows_done) == pytest.approx(repeat * rows, abs=1)
 
 
 def test_whole_tasks_are_never_interrupted():

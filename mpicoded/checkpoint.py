@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -36,16 +38,23 @@ def fingerprint(settings: dict) -> str:
 
 
 def save(directory: str | Path, point: Checkpoint) -> None:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".checkpoint-", suffix=".npz")
+    write_atomically(Path(directory) / FILE, lambda f: np.savez(
+        f, theta=point.theta, job=point.job, iteration=point.iteration,
+        fingerprint=np.array(point.fingerprint)))
+
+
+def write_atomically(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
+    """``write(file)`` into a temporary file beside ``path``, synced, then renamed over it: a
+    reader never sees half a file, and a crash leaves the previous one intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, theta=point.theta, job=point.job, iteration=point.iteration,
-                     fingerprint=np.array(point.fingerprint))
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, directory / FILE)
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

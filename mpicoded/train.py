@@ -12,6 +12,7 @@ import json
 import os
 import resource
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--loss-every", type=int, default=1, metavar="K",
                    help="evaluate the training loss every K iterations and at the end (a pass "
                    "over all the data on rank 0); 0: at the end only; default 1")
+    g.add_argument("--output", default=None, metavar="PATH.npy",
+                   help="save the trained theta here (numpy .npy, written atomically): shape "
+                   "(dim,), or (jobs, dim) for a stream (the jobs this run served)")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -221,7 +225,7 @@ def parse_kills(specs: list[str], n_workers: int) -> dict[int, tuple[int, int]]:
 def run_fingerprint(args: argparse.Namespace, n_workers: int) -> str:
     """The settings a checkpoint belongs to (output and fault-injection flags may differ)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
-            "kill_worker", "iterations"}
+            "kill_worker", "iterations", "output"}
     return ckpt.fingerprint({"n_workers": n_workers,
                              **{k: v for k, v in vars(args).items() if k not in free}})
 
@@ -288,6 +292,8 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
         except OSError as exc:
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
+    if args.output is not None:
+        check_output(args.output)
     kill_at = parse_kills(args.kill_worker, n_workers)
     resume = None
     if args.resume:
@@ -301,6 +307,26 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
         kill_at = {rank: at for rank, at in kill_at.items()
                    if at >= (resume.job, resume.iteration)}
     return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics)
+
+
+def check_output(path: str) -> None:
+    """--output must name a .npy file in a directory that can be written (found before the run,
+    not after it)."""
+    if not path.endswith(".npy"):
+        raise UsageError(f"--output {path}: expected a path ending in .npy")
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--output {path}: cannot be written: {exc.strerror}") from None
+
+
+def save_output(path: str, result, stream: bool) -> None:
+    """The final theta, or for a stream one row a job this run served."""
+    array = np.stack(result.job_thetas) if stream else result.theta
+    ckpt.write_atomically(path, lambda f: np.save(f, array))
 
 
 class Progress:
@@ -454,6 +480,8 @@ def main_master(comm, argv: list[str]) -> int:
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(record) + "\n")
         plan.metrics.close()
+    if args.output is not None:
+        save_output(args.output, result, stream=args.jobs > 1)
     print(summary_table(record))
     return 0
 

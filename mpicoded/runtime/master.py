@@ -50,6 +50,7 @@ class RunResult:
     worker_counters: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     jobs: list[JobRecord] = field(default_factory=list)
     recodes: int = 0
+    job_thetas: list[np.ndarray] = field(default_factory=list)  # each served job's final theta
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,7 @@ class Master:
         workers compute, so that bookkeeping never delays them.
         """
         start = time.perf_counter()
-        jobs = []
+        jobs, thetas = [], []
         first_job, first_it = (resume.job, resume.iteration) if resume else (0, 0)
         for job in range(first_job, len(arrivals_s)):
             arrival = arrivals_s[job]
@@ -318,12 +319,13 @@ class Master:
             done = time.perf_counter() - start
             loss = self.report(previous, last=True) if previous else self.job.loss(self.theta)
             jobs.append(JobRecord(job, arrival, began, done, done - arrival, loss))
+            thetas.append(self.theta.copy())
             if self.on_job is not None:
                 self.on_job(jobs[-1])
         self.shutdown()
         makespan = time.perf_counter() - start
         return RunResult(self.theta, self.records, self.losses, makespan,
-                         dict(self.state.totals), self.counters, jobs, self.recodes)
+                         dict(self.state.totals), self.counters, jobs, self.recodes, thetas)
 
     def save_checkpoint(self, job: int, next_iteration: int) -> None:
         """Every N iterations: theta and the resume point, written atomically."""

@@ -169,3 +169,15 @@ def test_adaptive_split_learns_a_compute_bound_straggler(tmp_path):
     assert sum(loads) == 15 and loads[1] <= 1, loads  # worker 1 is rank 2; uniform gives 2-3
     assert loads[1] == min(loads), loads
     assert run["final_loss"] < run["initial_loss"]
+
+
+def test_output_saves_the_trained_theta(tmp_path):
+    """--output: the final θ as .npy, one row a job for a stream; equal to the run record's."""
+    out = tmp_path / "models" / "theta.npy"
+    _, run, _ = trained(tmp_path, 5, "--code", "frc", "--stragglers", "1", "--jobs", "2",
+                        "--arrival-rate", "1000", "--iterations", "4", "--samples", "600",
+                        "--features", "6", "--delay", "none", "--quiet", "--output", str(out))
+    saved = np.load(out)
+    assert saved.shape == (2, 6)
+    assert np.array_equal(saved[-1], np.array(run["final_theta"]))
+    assert not np.array_equal(saved[0], np.zeros(6))

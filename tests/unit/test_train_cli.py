@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mpicoded.train import UsageError, plan_run
@@ -50,6 +51,9 @@ def test_slow_workers_are_ranks():
     (["--slow-workers", "a,b"], 4, "not a comma-separated list of ranks"),
     (["--time-scale", "0"], 4, "time_scale=0.0 is out of range"),
     (["--samples", "3"], 4, "4 partitions need at least 4 rows"),
+    (["--chunk-rows", "-1"], 4, "--chunk-rows -1 is out of range"),
+    (["--output", "theta.txt"], 4, "--output theta.txt: expected a path ending in .npy"),
+    (["--output", "/proc/no/theta.npy"], 4, "--output /proc/no/theta.npy: cannot be written"),
 ])
 def test_usage_errors(argv, n, message):
     with pytest.raises(UsageError, match=message):
@@ -61,6 +65,20 @@ def test_metrics_file_is_opened_up_front(tmp_path):
     plan = plan_run(["--metrics", str(path)], n_workers=4)
     plan.metrics.close()
     assert path.exists()
+
+
+def test_output_holds_theta_or_one_row_a_job(tmp_path):
+    from types import SimpleNamespace
+
+    from mpicoded.train import save_output
+
+    thetas = [np.arange(3.0), np.arange(3.0) + 1]
+    result = SimpleNamespace(theta=thetas[-1], job_thetas=thetas)
+    save_output(str(tmp_path / "one.npy"), result, stream=False)
+    save_output(str(tmp_path / "stream.npy"), result, stream=True)
+    assert np.array_equal(np.load(tmp_path / "one.npy"), thetas[-1])
+    assert np.array_equal(np.load(tmp_path / "stream.npy"), np.stack(thetas))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.npy", "stream.npy"]  # no temps
 
 
 def test_stream_and_split_flags(tmp_path):

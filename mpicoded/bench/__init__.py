@@ -15,8 +15,9 @@
 - ``paper000``: paper 000's stream of jobs on uneven workers: in-order delay for the uniform,
   optimal and adaptive splits and the genie bound; simulator grid and MPI for K = 100.
 - ``real-stragglers``: nothing injected, ranks under CPU quotas (cgroups, root): 7 ranks with
-  one at 5% of a core (uncoded, frc, gfrc, cpgc, whole-task frc, frc without purging), and 21
-  ranks with four throttled (mds, uniform vs adaptive split).
+  one at 5% of a core (uncoded, frc, gfrc, cpgc, whole-task frc, frc without purging), 21
+  ranks with four throttled (mds, uniform vs adaptive split), and 7 ranks with mds without spare
+  tasks (uniform vs adaptive).
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ Two scenarios measured side by side in one run:
   Goals: frc's makespan speedup over uncoded >= 3x, and >= 0.9 x its per-iteration speedup.
 - 21 ranks, four throttled: mds with Ω = 1.25, the uniform split against the adaptive one, which
   learns the real speeds from measured task times. Goal: adaptive beats uniform end to end.
+- 7 ranks, rank 2 throttled as above: mds with Ω = 1 (no spare task, so the uniform split must
+  wait for the slow rank's share), uniform against adaptive.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ SMALL = {  # 7 ranks
     "frc, whole tasks": ["--code", "frc", "--stragglers", "1", "--chunk-rows", "0"],
     "frc, no purge": ["--code", "frc", "--stragglers", "1", "--no-purge"],
 }
-LARGE = {  # 21 ranks
-    "mds uniform": ["--code", "mds", "--partitions", "20", "--redundancy", "1.25"],
-    "mds adaptive": ["--code", "mds", "--partitions", "20", "--redundancy", "1.25",
-                     "--split", "adaptive"],
-}
+def mds_splits(partitions: int, redundancy: float) -> dict[str, list[str]]:
+    code = ["--code", "mds", "--partitions", str(partitions), "--redundancy", str(redundancy)]
+    return {"mds uniform": code, "mds adaptive": [*code, "--split", "adaptive"]}
+
+
+LARGE = mds_splits(20, 1.25)  # 21 ranks
+NO_SPARE = mds_splits(12, 1.0)  # 7 ranks
 
 
 def measure(ranks: int, schemes: dict[str, list[str]], common: list[str],
@@ -83,46 +87,56 @@ def bench_real_stragglers(args: argparse.Namespace) -> dict:
     large_throttle = {r: args.large_fraction for r in (3, 8, 13, 18)}
     large = measure(21, LARGE, [*its, "--samples", str(args.samples // 4), "--features", "100"],
                     large_throttle)
+    no_spare = measure(7, NO_SPARE, [*its, "--samples", str(args.samples // 4), "--features",
+                                     "100"], small_throttle)
     print(f"real-stragglers: 7 ranks, rank 2 at {args.small_fraction:.0%} of a core, "
           f"{args.samples} x 100 logreg, --delay none, {args.iterations} iterations")
     print(table(HEADER, speedups(small, "uncoded")))
     print(f"\n21 ranks, ranks 3, 8, 13, 18 at {args.large_fraction:.0%} of a core, "
           f"{args.samples // 4} x 100 logreg, mds K = 20, Ω = 1.25")
     print(table(HEADER, speedups(large, "mds uniform")))
+    print(f"\n7 ranks, rank 2 at {args.small_fraction:.0%} of a core, {args.samples // 4} x 100 "
+          "logreg, mds K = 12, Ω = 1 (no spare task)")
+    print(table(HEADER, speedups(no_spare, "mds uniform")))
     frc = small["frc"]
     summary = {
         "frc_makespan_speedup": frc["makespan_speedup"],
         "frc_makespan_over_iteration_speedup": frc["makespan_over_iteration_speedup"],
         "adaptive_over_uniform_makespan": (large["mds adaptive"]["makespan_s"]
                                            / large["mds uniform"]["makespan_s"]),
+        "adaptive_over_uniform_makespan_no_spare": (no_spare["mds adaptive"]["makespan_s"]
+                                                    / no_spare["mds uniform"]["makespan_s"]),
     }
     print(f"\nfrc: makespan speedup {summary['frc_makespan_speedup']:.2f}x (goal >= 3), "
           f"{summary['frc_makespan_over_iteration_speedup']:.2f} of its iteration speedup "
           f"(goal >= 0.9); adaptive / uniform makespan "
-          f"{summary['adaptive_over_uniform_makespan']:.2f} (goal < 1)")
-    result = {"summary": summary, "small": small, "large": large,
+          f"{summary['adaptive_over_uniform_makespan']:.2f} on 21 ranks (goal < 1), "
+          f"{summary['adaptive_over_uniform_makespan_no_spare']:.2f} on 7 ranks without spare "
+          "tasks")
+    result = {"summary": summary, "small": small, "large": large, "no_spare": no_spare,
               "settings": {"small_throttle": small_throttle, "large_throttle": large_throttle,
                            "samples": args.samples, "iterations": args.iterations}}
     (out_dir / "real-stragglers.json").write_text(json.dumps(result, indent=2))
     print(f"raw numbers: {out_dir / 'real-stragglers.json'}")
     if have_matplotlib():
-        plot(small, large, out_dir / "real-stragglers.png")
+        plot(small, large, no_spare, out_dir / "real-stragglers.png")
         print(f"plot: {out_dir / 'real-stragglers.png'}")
     else:
         print("plot skipped: matplotlib is not installed (pip install 'mpicoded[plot]')")
     return summary
 
 
-def plot(small: dict, large: dict, path: Path) -> None:
+def plot(small: dict, large: dict, no_spare: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5),
-                             gridspec_kw={"width_ratios": [len(small), len(large)]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5), gridspec_kw={
+        "width_ratios": [len(small), len(large), len(no_spare)]})
     for ax, runs, title in ((axes[0], small, "7 ranks, rank 2 throttled"),
-                            (axes[1], large, "21 ranks, 4 ranks throttled")):
+                            (axes[1], large, "21 ranks, 4 ranks throttled"),
+                            (axes[2], no_spare, "7 ranks, mds without spare tasks")):
         names = list(runs)
         x = range(len(names))
         ax.bar([i - 0.2 for i in x], [runs[n]["job_done_s"] for n in names], 0.4,

@@ -52,6 +52,7 @@ slow_link() {  # HOST:RATE, e.g. h1:20mbit
 run() {
   local ranks=${1:?"run needs a number of ranks"} n ft=() hostfile throttle="" groups="" join=()
   local item host
+  [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "netns-cluster: run RANKS [flags...]: RANKS must be a number of ranks, got '$ranks'" >&2; exit 2; }
   shift
   while [[ $# -gt 0 ]]; do
     case $1 in

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,7 @@ def load(directory: str | Path, expected: str) -> Checkpoint:
         with np.load(path) as f:
             point = Checkpoint(int(f["job"]), int(f["iteration"]), np.array(f["theta"]),
                                str(f["fingerprint"]))
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"--resume: {path} cannot be read: {exc}") from None
     if point.fingerprint != expected:
         raise ValueError(f"--resume: {path} was written by a run with other settings; "

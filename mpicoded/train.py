@@ -43,6 +43,10 @@ class UsageError(Exception):
     """A user error: reported as one line on rank 0, exit status 2, no traceback."""
 
 
+class NothingToDo(Exception):
+    """The run asked for is already complete (a resume of a finished run): one line, exit 0."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse would print usage and exit 2 on this rank alone
         raise UsageError(message)
@@ -285,15 +289,10 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
         job = make_job(args.job, data, code, args.lr)
     except (ValueError, DatasetError) as exc:
         raise UsageError(str(exc)) from None
-    metrics = None
-    if args.metrics:
-        try:
-            Path(args.metrics).parent.mkdir(parents=True, exist_ok=True)
-            metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
-        except OSError as exc:
-            raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
     if args.output is not None:
         check_output(args.output)
+    if args.checkpoint:
+        check_writable_dir(args.checkpoint, "--checkpoint")
     kill_at = parse_kills(args.kill_worker, n_workers)
     resume = None
     if args.resume:
@@ -303,9 +302,20 @@ def plan_run(argv: list[str], n_workers: int) -> Plan:
             resume = ckpt.load(args.checkpoint, run_fingerprint(args, n_workers))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if (resume.job, resume.iteration) >= (args.jobs - 1, args.iterations):
+            raise NothingToDo(f"the checkpoint in {args.checkpoint} is of a finished run (job "
+                              f"{resume.job + 1} of {args.jobs}, {resume.iteration} iterations "
+                              "done): nothing to resume")
         # a kill planned before the resume point happened in the first run: not again
         kill_at = {rank: at for rank, at in kill_at.items()
                    if at >= (resume.job, resume.iteration)}
+    metrics = None  # opened last: a refused run leaves an old metrics file as it was
+    if args.metrics:
+        try:
+            Path(args.metrics).parent.mkdir(parents=True, exist_ok=True)
+            metrics = open(args.metrics, "w")  # noqa: SIM115 - closed at the end of main
+        except OSError as exc:
+            raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
     return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics)
 
 
@@ -314,13 +324,18 @@ def check_output(path: str) -> None:
     not after it)."""
     if not path.endswith(".npy"):
         raise UsageError(f"--output {path}: expected a path ending in .npy")
-    folder = Path(path).parent
+    check_writable_dir(Path(path).parent, "--output", path)
+
+
+def check_writable_dir(folder: str | Path, flag: str, shown: str | None = None) -> None:
+    """Create ``folder`` if needed and write a file in it, so that a run cannot fail at its first
+    save, mid-run."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        Path(folder).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise UsageError(f"--output {path}: cannot be written: {exc.strerror}") from None
+        raise UsageError(f"{flag} {shown or folder}: cannot be written: {exc.strerror}") from None
 
 
 def save_output(path: str, result, stream: bool) -> None:
@@ -443,6 +458,9 @@ def main_master(comm, argv: list[str]) -> int:
     except UsageError as exc:
         print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)
         status = USAGE_ERROR
+    except NothingToDo as exc:
+        print(f"mpicoded.train: {exc}", file=sys.stderr, flush=True)
+        status = 0
     except SystemExit as exc:  # --help, --version
         status = int(exc.code or 0)
     else:

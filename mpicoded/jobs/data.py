@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def load(path: str | Path) -> Dataset:
             raise DatasetError(f"dataset {path}: unknown format {path.suffix!r}: allowed .npz, .csv")
     except DatasetError:
         raise
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # truncated files too
         raise DatasetError(f"dataset {path}: cannot be read: {exc}") from None
     if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] == 0:
         raise DatasetError(f"dataset {path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")

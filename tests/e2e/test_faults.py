@@ -136,6 +136,16 @@ def test_resume_refuses_other_settings(tmp_path):
     assert done.returncode == 2 and "written by a run with other settings" in done.output
 
 
+def test_resume_of_a_finished_run_exits_0_with_one_line(tmp_path):
+    flags = ["--code", "frc", "--stragglers", "1", "--iterations", "5", "--samples", "600",
+             "--delay", "none", "--checkpoint", str(tmp_path), "--checkpoint-every", "5"]
+    train(5, flags, tmp_path, "first", ft=False)
+    done = run_mpi(5, ["-m", "mpicoded.train", *flags, "--resume"], timeout=60)
+    assert done.returncode == 0, done.output[-3000:]
+    assert "finished run" in done.output and "nothing to resume" in done.output
+    assert "Traceback" not in done.output
+
+
 def test_kill_worker_without_ulfm_is_refused(tmp_path):
     done = run_mpi(5, ["-m", "mpicoded.train", "--kill-worker", "2@3"], timeout=60)
     assert done.returncode == 2 and "needs Open MPI's fault tolerance" in done.output

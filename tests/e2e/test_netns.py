@@ -140,3 +140,10 @@ def test_link_cut_under_ulfm(cluster, tmp_path):
     rows = metrics_of(metrics)
     assert rows[-1]["record"] == "run", out[-3000:]
     assert rows[-1]["failed_workers"] >= 1 and rows[-1]["iterations"] == 400
+
+
+def test_run_without_ranks_is_one_line_exit_2():
+    done = sh("run", "--iterations", "10", check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("netns-cluster: run RANKS [flags...]: RANKS must be a number "
+                                   "of ranks, got '--iterations'")

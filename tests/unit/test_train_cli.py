@@ -109,3 +109,42 @@ def test_stream_and_split_flags(tmp_path):
 def test_stream_usage_errors(argv, message):
     with pytest.raises(UsageError, match=message):
         plan_run(argv, n_workers=4)
+
+
+def test_unwritable_checkpoint_directory_is_refused_up_front():
+    with pytest.raises(UsageError, match="--checkpoint /proc/no: cannot be written"):
+        plan_run(["--checkpoint", "/proc/no"], n_workers=4)
+
+
+def test_truncated_dataset_and_checkpoint_are_one_line_errors(tmp_path):
+    import mpicoded.checkpoint as ckpt
+    from mpicoded.train import build_parser, run_fingerprint
+
+    data = tmp_path / "d.npz"
+    np.savez(data, X=np.ones((8, 2)), y=np.zeros(8))
+    data.write_bytes(data.read_bytes()[:100])
+    with pytest.raises(UsageError, match="cannot be read"):
+        plan_run(["--dataset", str(data)], n_workers=4)
+    argv = ["--checkpoint", str(tmp_path / "ck")]
+    ckpt.save(tmp_path / "ck", ckpt.Checkpoint(0, 2, np.zeros(50),
+                                               run_fingerprint(build_parser().parse_args(argv), 4)))
+    path = tmp_path / "ck" / ckpt.FILE
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(UsageError, match="cannot be read"):
+        plan_run([*argv, "--resume"], n_workers=4)
+
+
+def test_resume_of_a_finished_run_has_nothing_to_do(tmp_path):
+    import mpicoded.checkpoint as ckpt
+    from mpicoded.train import NothingToDo, build_parser, run_fingerprint
+
+    metrics = tmp_path / "old.jsonl"
+    metrics.write_text("the finished run's metrics\n")
+    argv = ["--checkpoint", str(tmp_path), "--iterations", "5", "--metrics", str(metrics)]
+    fingerprint = run_fingerprint(build_parser().parse_args(argv), 4)
+    ckpt.save(tmp_path, ckpt.Checkpoint(0, 5, np.zeros(50), fingerprint))
+    with pytest.raises(NothingToDo, match="finished run .* nothing to resume"):
+        plan_run([*argv, "--resume"], n_workers=4)
+    assert metrics.read_text() == "the finished run's metrics\n"  # not truncated
+    plan = plan_run([*argv[:-2], "--iterations", "8", "--resume"], n_workers=4)  # train on
+    assert (plan.resume.job, plan.resume.iteration) == (0, 5)

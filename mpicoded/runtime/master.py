@@ -117,6 +117,7 @@ class Master:
         self.counters: dict[int, tuple[int, int, int]] = {}
         self.decoded: Decoded | None = None
         self.recode_needed = False
+        self.recode_reason = ""
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
 
     def place(self, placement: Sequence[Sequence[int]] | None = None) -> None:
@@ -162,6 +163,7 @@ class Master:
             self.decoded = action
         elif isinstance(action, Recode):
             self.recode_needed = True
+            self.recode_reason = action.reason
 
     def lose(self, ranks: set[int]) -> None:
         """Workers found dead: no more work for them; maybe a re-code."""
@@ -261,7 +263,7 @@ class Master:
                                  epoch=epoch, totals=totals)
         self.recode_needed = False
         self.recodes += 1
-        print(f"[mpicoded] re-coded for {len(live)} surviving workers: gfrc with "
+        print(f"[mpicoded] {self.recode_reason}: re-coded for {len(live)} workers: gfrc with "
               f"{stragglers} stragglers (epoch {epoch})", file=sys.stderr, flush=True)
         self.place()  # a death while re-placing is found here or by the next iteration
 

@@ -37,10 +37,12 @@ class SendPurge:
 
 @dataclass(frozen=True)
 class Recode:
-    """Too many workers are dead for the code to decode this iteration: the master must abandon
-    it, re-build the code for the survivors and start the iteration again."""
+    """The code cannot decode this iteration (too many workers are dead, or every result is in
+    and they do not suffice, as a sampled sparse code may find): the master must abandon it,
+    re-build the code for the survivors and start the iteration again."""
 
     dead: frozenset[int]
+    reason: str = "workers died"
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ class MasterState:
         for i, task in enumerate(tasks):
             if cur.decoder.add(task, None if values is None else values[i]):
                 return self._decoded(now)
+        if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
+            return [Recode(self._dead(), "every result is in and the code cannot decode them")]
         return []
 
     def _decoded(self, now: float) -> list[Action]:

@@ -149,3 +149,22 @@ def test_a_result_from_an_abandoned_epoch_is_stale(frc6):
     assert state.stale_results == 1 and state.current.received == 0
     assert state.on_result(0, 0, 0, [0], None, 0.1, epoch=1) == []
     assert state.current.received == 1
+
+
+def test_every_result_in_without_a_decode_asks_for_a_recode():
+    """A code that cannot decode even with every result (a sampled sparse code can be one) must
+    not leave the master waiting for ever: the last result asks for a re-code."""
+    from mpicoded.codes._base import Code
+    from mpicoded.codes.decoders import GenericDecoder
+    from mpicoded.runtime.state import Recode
+
+    B = np.array([[1.0, 0.0], [2.0, 0.0], [1.0, 0.0]])  # partition 1 is in no task
+    code = Code("broken", B, ((0,), (1,), (2,)), "each", GenericDecoder, {})
+    state = MasterState(code)
+    state.start_iteration(0, 0, now=0.0)
+    f = np.ones((2, 2))
+    assert state.on_result(0, 0, 0, [0], value(code, 0, f), now=0.1) == []
+    assert state.on_result(2, 0, 0, [2], value(code, 2, f), now=0.2) == []
+    actions = state.on_result(1, 0, 0, [1], value(code, 1, f), now=0.3)
+    assert len(actions) == 1 and isinstance(actions[0], Recode)
+    assert actions[0].dead == frozenset() and "cannot decode" in actions[0].reason

@@ -124,11 +124,11 @@ class Master:
         """Send every worker, once, its settings and the payloads of the tasks it may run:
         ``placement[w]`` (default: its schedule; a split that moves tasks between workers
         every iteration places every task everywhere)."""
+        adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         for w, tasks in enumerate(self.code.schedule if placement is None else placement):
             rank = self.ranks[w]
             if rank in self.dead:
                 continue
-            adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
             setup = worker_setup(self.code, self.job, self.delay, rank, tasks, self.purge,
                                  self.kill_at.get(rank), self.chunk_rows, adaptive,
                                  self.state.epoch)

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -133,9 +134,20 @@ def run_shuffle(comm, args, allocation, plan: ShufflePlan, coded: bool, files) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every rank: the shuffle, its check and its record. An exception on any rank ends the whole
+    job (MPI Abort) with the rank named, instead of leaving the others in a collective for ever."""
     comm = MPI.COMM_WORLD
+    try:
+        return run(comm, sys.argv[1:] if argv is None else argv)
+    except Exception:
+        print(f"mpicoded.cdc: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
+        comm.Abort(1)
+        return 1
+
+
+def run(comm: MPI.Comm, argv: list[str]) -> int:
     rank = comm.Get_rank()
-    argv = sys.argv[1:] if argv is None else argv
     problem = None
     try:
         args = parse(argv, comm.Get_size())

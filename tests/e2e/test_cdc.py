@@ -59,3 +59,19 @@ def test_bad_input_exits_2(tmp_path, storage, files, message):
     errors = [line for line in done.output.splitlines() if line.startswith("mpicoded.cdc: error:")]
     assert len(errors) == 1 and message in errors[0]
     assert "Traceback" not in done.output
+
+
+def test_a_failing_rank_ends_the_job_instead_of_hanging_it(tmp_path):
+    """Rank 1 fails before the shuffle's collectives: every rank must go, not wait for ever."""
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "from mpi4py import MPI\n"
+        "import mpicoded.cdc.__main__ as cdc\n"
+        "if MPI.COMM_WORLD.Get_rank() == 1:\n"
+        "    def broken(*args, **kwargs):\n"
+        "        raise RuntimeError('disk on fire')\n"
+        "    cdc.make_files = broken\n"
+        "cdc.main(['--storage', '6,7,7', '--files', '12'])\n")
+    done = run_mpi(3, [str(script)], timeout=60)
+    assert done.returncode != 0
+    assert "mpicoded.cdc: rank 1 failed" in done.output and "disk on fire" in done.output

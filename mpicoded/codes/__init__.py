@@ -45,8 +45,41 @@ def make_code(name: str, n_workers: int, **params: object) -> Code:
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise ValueError(f"code {name!r} takes no parameter {unknown}: allowed {accepted}")
-    return _REGISTRY[name](n_workers, **params)
+    code = _REGISTRY[name](n_workers, **params)
+    code.built_with = dict(params)
+    return code
+
+
+def rebuild(code: Code, n_workers: int) -> Code:
+    """``code`` re-built for ``n_workers`` surviving workers: its own family with the parameters
+    it was built with (stragglers or load lowered until the family exists for them), else GFRC,
+    which exists for any (n, s), keeping s when it can. With as many workers as before (the code
+    itself could not decode) GFRC at once: the same family would give the same code."""
+    if n_workers < code.n_workers:
+        given = dict(code.built_with)
+        attempts = [given]
+        for key in ("stragglers", "load"):
+            if given.get(key) is not None:
+                attempts += [{**given, key: v} for v in range(min(int(given[key]), n_workers), -1, -1)]
+        for params in attempts:
+            try:
+                return make_code(code.name, n_workers, **params)
+            except ValueError:
+                continue
+    stragglers = max(0, min(int(code.params.get("stragglers", 1)), n_workers - 1))
+    return make_code("gfrc", n_workers, stragglers=stragglers)
+
+
+def rescaled_tolerance(tolerance: int, old: Code, new: Code) -> int:
+    """The same fraction of partitions that an iteration may miss, counted for ``new`` (0 if its
+    decoder cannot leave partitions out)."""
+    m = int(tolerance / old.n_partitions * new.n_partitions + 1e-9)
+    try:
+        new.decoder(m)
+    except ValueError:
+        return 0
+    return m
 
 
 __all__ = ["Code", "Decoder", "GenericDecoder", "IntervalDecoder", "PeelingDecoder",
-           "available_codes", "code_parameters", "make_code"]
+           "available_codes", "code_parameters", "make_code", "rebuild", "rescaled_tolerance"]

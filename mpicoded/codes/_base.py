@@ -104,6 +104,7 @@ class Code:
     decoder_cls: type[Decoder]
     params: dict = field(default_factory=dict)
     messages: str = "multi"
+    built_with: dict = field(default_factory=dict)  # the parameters make_code was given
 
     def __post_init__(self) -> None:
         self.B = np.asarray(self.B, dtype=np.float64)

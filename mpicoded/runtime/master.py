@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 from .. import checkpoint as ckpt
 from ..balance import Splitter
-from ..codes import Code, make_code
+from ..codes import Code, rebuild, rescaled_tolerance
 from ..delays import DelayModel
 from ..jobs import Job, make_job
 from .protocol import Tag, pack_control, pack_iterate, result_fields
@@ -254,17 +254,19 @@ class Master:
         live = [r for r in self.ranks if r not in self.dead]
         if not live:
             raise AllWorkersFailed("every worker has failed: the job cannot go on")
-        stragglers = min(int(self.code.params.get("stragglers", 1)), len(live) - 1)
-        code = make_code("gfrc", len(live), stragglers=stragglers)
+        code = rebuild(self.code, len(live))
+        self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
         job = make_job(self.job.name, self.job.data, code, self.job.lr)
         totals, epoch = self.state.totals, self.state.epoch + 1
         self.code, self.job, self.ranks, self.splitter = code, job, live, None
-        self.state = MasterState(code, min(self.tolerance, code.n_partitions), purge=self.purge,
-                                 epoch=epoch, totals=totals)
+        self.state = MasterState(code, self.tolerance, purge=self.purge, epoch=epoch,
+                                 totals=totals)
         self.recode_needed = False
         self.recodes += 1
-        print(f"[mpicoded] {self.recode_reason}: re-coded for {len(live)} workers: gfrc with "
-              f"{stragglers} stragglers (epoch {epoch})", file=sys.stderr, flush=True)
+        shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())
+        print(f"[mpicoded] {self.recode_reason}: re-coded for {len(live)} workers: "
+              f"{code.name} {shown}, tolerance {self.tolerance} (epoch {epoch})",
+              file=sys.stderr, flush=True)
         self.place()  # a death while re-placing is found here or by the next iteration
 
     def report(self, record: IterationRecord, last: bool = False) -> float | None:

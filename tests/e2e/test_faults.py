@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -58,8 +59,21 @@ def test_kill_more_than_s_recodes_and_completes(tmp_path, fault_free):
     kills = [f"--kill-worker={r}@{i}" for r, i in [(1, 4), (2, 4), (3, 5), (4, 5), (6, 6)]]
     its, run, out = train(21, GFRC_20 + kills, tmp_path, "recode")
     assert run["failed_workers"] == 5 and run["recodes"] >= 1 and len(its) == 30
-    assert "re-coded for" in out
+    assert re.search(r"re-coded for 1[5-8] workers: gfrc stragglers=3", out), out[-3000:]
     assert run["final_loss"] == pytest.approx(fault_free[1]["final_loss"], rel=1e-9)
+
+
+def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):
+    """frc, s = 1, on 8 workers (groups {0,1} {2,3} {4,5} {6,7}), 2 partitions of 8 tolerated.
+    Both workers of two groups die: 4 partitions lost, so the survivors are re-coded, as frc with
+    s = 1 again, and 1 partition of their 4 tolerated (the same quarter)."""
+    flags = ["--code", "frc", "--stragglers", "1", "--tolerance", "0.25", "--delay", "none",
+             "--iterations", "8", "--samples", "2000", "--features", "6", "--quiet",
+             *[f"--kill-worker={r}@3" for r in (1, 2, 3, 4)]]
+    its, run, out = train(9, flags, tmp_path, "frc")
+    assert run["failed_workers"] == 4 and run["recodes"] == 1 and len(its) == 8
+    assert "re-coded for 4 workers: frc stragglers=1, tolerance 1" in out, out[-3000:]
+    assert run["final_loss"] < run["initial_loss"]
 
 
 def rank_pids(proc_pid: int) -> dict[int, int]:

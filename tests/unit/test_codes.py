@@ -426,3 +426,32 @@ def test_invalid_tolerance():
 def test_registry_lists_every_code():
     assert available_codes() == ["cpgc", "cyclic", "frc", "gfrc", "mcc", "mds", "sparse",
                                  "ucmmc", "uncoded"]
+
+
+def test_rebuild_keeps_the_family_and_its_parameters_for_the_survivors():
+    from mpicoded.codes import rebuild
+
+    frc = make_code("frc", 6, stragglers=1)
+    assert (rebuild(frc, 4).name, rebuild(frc, 4).built_with) == ("frc", {"stragglers": 1})
+    # frc s=2 needs 3 | n: on 4 workers the family remains with s lowered to 1
+    assert rebuild(make_code("frc", 6, stragglers=2), 4).built_with == {"stragglers": 1}
+    cpgc = rebuild(make_code("cpgc", 10, load=3), 8)
+    assert (cpgc.name, cpgc.n_workers, cpgc.built_with) == ("cpgc", 8, {"load": 3})
+    # cpgc with r = 3 does not exist on 6 workers: the family remains with r lowered to 2
+    assert rebuild(make_code("cpgc", 8, load=3), 6).built_with == {"load": 2}
+    mds = rebuild(make_code("mds", 10, partitions=8, redundancy=1.25), 7)
+    assert (mds.name, mds.n_partitions, mds.n_tasks) == ("mds", 8, 10)
+    # cpgc needs an even number of workers: none with 5, so GFRC
+    assert rebuild(make_code("cpgc", 6, load=2), 5).name == "gfrc"
+    # as many workers as before (the code itself could not decode): GFRC, not the same code
+    same = rebuild(make_code("frc", 6, stragglers=1), 6)
+    assert (same.name, same.params["stragglers"]) == ("gfrc", 1)
+
+
+def test_tolerance_is_rescaled_as_the_same_fraction():
+    from mpicoded.codes import rescaled_tolerance
+
+    old, new = make_code("cpgc", 20, load=3), make_code("cpgc", 10, load=3)
+    assert rescaled_tolerance(2, old, new) == 1  # 10% of 20 partitions, 10% of 10
+    assert rescaled_tolerance(1, old, new) == 0  # 5% of 10 is less than one partition
+    assert rescaled_tolerance(2, old, make_code("cyclic", 10, stragglers=1)) == 0  # none allowed

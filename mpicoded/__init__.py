@@ -15,6 +15,21 @@ for _var in BLAS_VARS:
 
 __version__ = "0.1.0"
 
+from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402 - after the BLAS variables
+
+
+def run(job: GradientJob | MatVecJob, **options):
+    """Run ``job`` coded over MPI.COMM_WORLD (call it on every rank of ``mpirun -n P+1 python
+    script.py``): rank 0 returns the RunResult, the others serve and return None. The options
+    are ``python -m mpicoded.train``'s flags, by name: ``run(job, code="gfrc", stragglers=3)``.
+    MPI is loaded here, not on ``import mpicoded``."""
+    from .runtime.api import run as _run
+
+    return _run(job, **options)
+
+
+__all__ = ["GradientJob", "MatVecJob", "limit_blas_threads", "run"]
+
 
 def limit_blas_threads() -> None:
     """Cap every loaded BLAS/OpenMP pool at one thread."""

@@ -18,6 +18,9 @@
   one at 5% of a core (uncoded, frc, gfrc, cpgc, whole-task frc, frc without purging), 21
   ranks with four throttled (mds, uniform vs adaptive split), and 7 ranks with mds without spare
   tasks (uniform vs adaptive).
+- ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
+  uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
+  messages.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from .cdc import bench_cdc
 from .decode import bench_decode
+from .pagerank import bench_pagerank
 from .paper000 import bench_paper000
 from .paper001 import bench_paper001
 from .real import bench_real_stragglers
@@ -44,9 +48,10 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "paper000": bench_paper000,
     "cdc": bench_cdc,
     "real-stragglers": bench_real_stragglers,
+    "pagerank": bench_pagerank,
 }
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
-                      "sim-scale": 100, "real-stragglers": 30}
+                      "sim-scale": 100, "real-stragglers": 30, "pagerank": 30}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="real-stragglers: CPU quota of the slow rank among 7; default 0.05")
     p.add_argument("--large-fraction", type=float, default=0.25,
                    help="real-stragglers: CPU quota of the 4 slow ranks among 21; default 0.25")
+    p.add_argument("--nodes", type=int, default=110000,
+                   help="pagerank: nodes of the synthetic graph (about 10 edges each); default "
+                   "110000 (over a million edges)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import Code, check_int, even_split
+from ._base import Code, check_int, check_target, even_split
 from .cyclic import null_space_rows
 from .decoders import GenericDecoder
 
@@ -44,9 +44,11 @@ def decode_probability(B: np.ndarray, k: int, trials: int, rng: np.random.Genera
 
 
 def make_sparse(n_workers: int, partitions: int | None = None, redundancy: float = 1.25,
-                degree: int = 3, seed: int = 0, trials: int = 200) -> Code:
+                degree: int = 3, seed: int = 0, trials: int = 200, target: str = "sum") -> Code:
     """K = ``partitions`` (default n_workers), Ω = ``redundancy``, d = ``degree``; the round(KΩ)
-    tasks are dealt evenly to the workers."""
+    tasks are dealt evenly to the workers. Any K results of full rank give the sum (target
+    'sum') or every partition's value (target 'each': a sparse code for matrix-vector jobs)."""
+    target = check_target(target)
     n = check_int("n_workers", n_workers, 1)
     k = check_int("partitions", n if partitions is None else partitions, 1)
     d = check_int("degree", degree, 1, k)
@@ -60,5 +62,5 @@ def make_sparse(n_workers: int, partitions: int | None = None, redundancy: float
     B = null_space_rows(balanced_supports(n_tasks, k, d, rng), k, k, rng)
     p = decode_probability(B, k, trials, rng)
     params = {"partitions": k, "redundancy": n_tasks / k, "degree": d, "seed": seed,
-              "decode_probability": p}
-    return Code("sparse", B, even_split(n_tasks, n), "sum", GenericDecoder, params)
+              "decode_probability": p, "target": target}
+    return Code("sparse", B, even_split(n_tasks, n), target, GenericDecoder, params)

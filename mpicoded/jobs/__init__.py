@@ -1,23 +1,19 @@
-"""Jobs: what a task computes. ``make_job(name, data, code)``; ``KERNELS[name]`` runs on workers."""
+"""Jobs: the two kinds users subclass, the built-ins, and a job coded for a run."""
 
 from __future__ import annotations
 
-from ..codes import Code
-from . import linreg, logreg
-from ._base import Job
+from .coded import Coded, coded, job_name, kernel_for
 from .data import Dataset, DatasetError, load, synthetic
-from .task import Kernel
+from .kinds import AnyJob, GradientJob, MatVecJob
+from .linreg import LinReg
+from .logreg import LogReg
+from .pagerank import PageRank
+from .power import Power
+from .spec import JobSpecError, build_job
 
-JOBS: dict[str, type[Job]] = {"logreg": logreg.LogReg, "linreg": linreg.LinReg}
-KERNELS: dict[str, Kernel] = {name: job.kernel for name, job in JOBS.items()}
+BUILTINS: dict[str, type[GradientJob] | type[MatVecJob]] = {
+    "logreg": LogReg, "linreg": LinReg, "pagerank": PageRank, "power": Power}
 
-
-def make_job(name: str, data: Dataset, code: Code, lr: float | None = None) -> Job:
-    """Build job ``name`` over ``data`` coded by ``code``."""
-    if name not in JOBS:
-        raise ValueError(f"job={name!r} is unknown: allowed {sorted(JOBS)}")
-    return JOBS[name](data, code, lr)
-
-
-__all__ = ["JOBS", "KERNELS", "Dataset", "DatasetError", "Job", "Kernel", "load", "make_job",
-           "synthetic"]
+__all__ = ["BUILTINS", "AnyJob", "Coded", "Dataset", "DatasetError", "GradientJob", "JobSpecError",
+           "LinReg", "LogReg", "MatVecJob", "PageRank", "Power", "build_job", "coded", "job_name",
+           "kernel_for", "load", "synthetic"]

@@ -45,6 +45,11 @@ def synthetic(job: str, samples: int, features: int, seed: int) -> Dataset:
     return Dataset(X, y, f"synthetic(samples={samples}, features={features}, seed={seed})")
 
 
+def dataset(job: str, path: str | None, samples: int, features: int, seed: int) -> Dataset:
+    """The file at ``path`` if one is given, else job ``job``'s synthetic problem."""
+    return load(path) if path else synthetic(job, samples, features, seed)
+
+
 def load(path: str | Path) -> Dataset:
     """Read ``X`` and ``y`` from a .npz file, or a .csv whose last column is the target."""
     path = Path(path)

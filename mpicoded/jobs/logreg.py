@@ -1,13 +1,12 @@
-"""Logistic regression: task t returns sum_j B[t, j] X_jᵀ(σ(X_j θ) − y_j)."""
+"""Logistic regression (a GradientJob): partition j's value is X_jᵀ(σ(X_j θ) − y_j)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import expit
 
-from ._base import Job
-from .data import DatasetError
-from .task import Block, Kernel
+from .data import Dataset, DatasetError
+from .sample import SampleJob
 
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
 
@@ -17,42 +16,26 @@ def default_lr(X: np.ndarray) -> float:
     return 1.0 / (np.linalg.eigvalsh(X.T @ X)[-1] / (4.0 * len(X)) + REG)
 
 
-def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
-               out: np.ndarray) -> None:
-    """Add coef times the partial gradient of rows [start, stop) of a partition to ``out``."""
-    X = block["X"][start:stop]
-    residual = expit(X @ theta) - block["y"][start:stop]
-    if coef != 1.0:
-        residual *= coef
-    out += X.T @ residual
-
-
-KERNEL = Kernel(rows=lambda block: len(block["X"]), accumulate=accumulate)
-
-
-class LogReg(Job):
+class LogReg(SampleJob):
     """Binary logistic regression by gradient descent over coded partial gradients."""
 
     name = "logreg"
-    kernel = KERNEL
 
-    def __init__(self, data, code, lr=None):
+    def check(self, data: Dataset) -> None:
         labels = np.unique(data.y)
         if not np.isin(labels, (0.0, 1.0)).all():
             raise DatasetError(f"logreg needs labels 0/1, the dataset has {labels[:6].tolist()}")
-        super().__init__(data, code, lr)
 
     def default_lr(self) -> float:
         return default_lr(self.data.X)
 
-    def block(self, key: int) -> Block:
-        """Partition ``key``'s samples."""
-        rows = self.partitions[key]
-        return {"X": self.data.X[rows], "y": self.data.y[rows]}
+    def compute(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> np.ndarray:
+        X, y = block
+        return X.T @ (expit(X @ theta) - y)
 
-    def gradient(self, theta, decoded, missing):
-        total = self.sum_of_each(decoded, missing)
-        return total / max(1, self.rows_present(missing)) + REG * theta
+    def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
+        gradient = total / max(1, self.rows_covered(covered)) + REG * theta
+        return theta - self.step_size * gradient
 
     def loss(self, theta: np.ndarray) -> float:
         z = self.data.X @ theta
@@ -61,3 +44,6 @@ class LogReg(Job):
 
     def accuracy(self, theta: np.ndarray) -> float:
         return float(np.mean((self.data.X @ theta > 0) == (self.data.y > 0.5)))
+
+    def summary(self, theta: np.ndarray) -> str:
+        return f"training accuracy {self.accuracy(theta):.4f}"

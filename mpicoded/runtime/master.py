@@ -14,7 +14,7 @@ from .. import checkpoint as ckpt
 from ..balance import Splitter
 from ..codes import Code, rebuild, rescaled_tolerance
 from ..delays import DelayModel
-from ..jobs import Job, make_job
+from ..jobs import Coded
 from .protocol import Tag, pack_control, pack_iterate, result_fields
 from .state import (
     Action,
@@ -34,6 +34,7 @@ from .transport import (
     failed_ranks,
     is_process_failure,
     receive,
+    send_object,
 )
 from .worker import WorkerSetup
 
@@ -51,6 +52,7 @@ class RunResult:
     jobs: list[JobRecord] = field(default_factory=list)
     recodes: int = 0
     job_thetas: list[np.ndarray] = field(default_factory=list)  # each served job's final theta
+    record: dict = field(default_factory=dict)  # the run record (what --metrics ends with)
 
 
 @dataclass(frozen=True)
@@ -63,16 +65,18 @@ class JobRecord:
     start_s: float
     done_s: float
     in_order_delay_s: float
-    final_loss: float
+    final_loss: float | None
 
 
-def worker_setup(code: Code, job: Job, delay: DelayModel, rank: int, tasks: Sequence[int],
+def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
                  purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
                  report_progress: bool, epoch: int) -> WorkerSetup:
-    """What the worker on ``rank`` holds: its settings, and the blocks and terms of ``tasks``."""
+    """What the worker on ``rank`` holds: its settings, and the blocks and terms of ``tasks``
+    (only the ids of blocks a job's workers load themselves)."""
     cost = job.task_cost()
     blocks, terms = job.placement(tasks)
-    return WorkerSetup(worker=rank - 1, job=job.name, blocks=blocks, terms=terms,
+    return WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
+                       n_partitions=code.n_partitions,
                        task_cost={t: float(cost[t]) for t in tasks},
                        result_size=job.result_size, delay=delay,
                        single_message=code.messages == "single", chunk_rows=chunk_rows,
@@ -92,7 +96,7 @@ class Master:
     exists for any (n, s)), re-places their data and runs the iteration again.
     """
 
-    def __init__(self, comm: MPI.Comm, code: Code, job: Job, delay: DelayModel,
+    def __init__(self, comm: MPI.Comm, code: Code, job: Coded, delay: DelayModel,
                  tolerance: int = 0, purge: bool = True, loss_every: int = 1,
                  splitter: Splitter | None = None, chunk_rows: int | None = None,
                  kill_at: dict[int, tuple[int, int]] | None = None,
@@ -111,7 +115,7 @@ class Master:
         self.ranks = list(range(1, code.n_workers + 1))
         self.dead: set[int] = set()
         self.recodes = 0
-        self.theta = np.zeros(job.dim)
+        self.theta = job.theta0()
         self.records: list[IterationRecord] = []
         self.losses: list[float | None] = []
         self.counters: dict[int, tuple[int, int, int]] = {}
@@ -119,6 +123,7 @@ class Master:
         self.recode_needed = False
         self.recode_reason = ""
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
+        self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
 
     def place(self, placement: Sequence[Sequence[int]] | None = None) -> None:
         """Send every worker, once, its settings and the payloads of the tasks it may run:
@@ -133,7 +138,7 @@ class Master:
                                  self.kill_at.get(rank), self.chunk_rows, adaptive,
                                  self.state.epoch)
             try:
-                self.comm.send(setup, dest=rank, tag=int(Tag.SETUP))
+                self.placed_bytes += send_object(self.comm, setup, rank, Tag.SETUP)
             except MPI.Exception as exc:  # died before its data arrived: a dead worker
                 if not is_process_failure(exc):
                     raise
@@ -256,7 +261,7 @@ class Master:
             raise AllWorkersFailed("every worker has failed: the job cannot go on")
         code = rebuild(self.code, len(live))
         self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
-        job = make_job(self.job.name, self.job.data, code, self.job.lr)
+        job = self.job.recoded(code)
         totals, epoch = self.state.totals, self.state.epoch + 1
         self.code, self.job, self.ranks, self.splitter = code, job, live, None
         self.state = MasterState(code, self.tolerance, purge=self.purge, epoch=epoch,
@@ -312,7 +317,7 @@ class Master:
             self.pump(lambda a=arrival: time.perf_counter() - start >= a)
             began = time.perf_counter() - start
             resumed = resume is not None and job == first_job
-            self.theta = resume.theta.copy() if resumed else np.zeros(self.job.dim)
+            self.theta = resume.theta.copy() if resumed else self.job.theta0()
             previous: IterationRecord | None = None
             for it in range(first_it if resumed else 0, iterations):
                 self.start_iteration(job, it, self.splitter.schedule() if self.splitter else None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ import numpy as np
 from mpi4py import MPI
 
 from ..delays import DelayModel
-from ..jobs import KERNELS
+from ..jobs import AnyJob, kernel_for
 from ..jobs.task import Block, Terms, run_task
 from .inbox import Inbox
 from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
-from .transport import Backoff, Outbox, ProcessesFailed, receive, wait_object
+from .transport import Backoff, Outbox, receive, wait_object
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
@@ -27,11 +26,11 @@ SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for c
 @dataclass
 class WorkerSetup:
     """What the master places on a worker: settings, the blocks of data its tasks use (each
-    once), and every task's (block, coefficient) terms. A later set-up of the same ``epoch`` (a
-    re-split) adds to what the worker holds; one of a new epoch (a re-code) replaces it."""
+    once; none when ``remote``: the worker loads them with the job's ``load_block``), and every
+    task's (block, coefficient) terms. A later set-up of the same ``epoch`` (a re-split) adds to
+    what the worker holds; one of a new epoch (a re-code) replaces it."""
 
     worker: int
-    job: str
     blocks: dict[int, Block]
     terms: dict[int, Terms]
     task_cost: dict[int, float]
@@ -43,14 +42,17 @@ class WorkerSetup:
     kill_at: tuple[int, int] | None = None  # (job, iteration) at which to SIGKILL itself
     report_progress: bool = False  # tell the master how much of a purged task was done
     epoch: int = 0
+    remote: bool = False
+    n_partitions: int = 0
 
 
 class Worker:
-    """One worker rank; counters go back to the master in STOP_ACK."""
+    """One worker rank serving ``job`` (its own copy, built by the user's script); counters go
+    back to the master in STOP_ACK."""
 
-    def __init__(self, comm: MPI.Comm, setup: WorkerSetup) -> None:
-        self.comm, self.setup = comm, setup
-        self.kernel = KERNELS[setup.job]
+    def __init__(self, comm: MPI.Comm, setup: WorkerSetup, job: AnyJob) -> None:
+        self.comm, self.setup, self.job = comm, setup, job
+        self.kernel = kernel_for(job)
         self.outbox = Outbox(comm)
         self.inbox = Inbox(self.poll, self.apply, purge=setup.purge)
         self.computed = self.sent = self.dropped = 0
@@ -90,6 +92,8 @@ class Worker:
             return
         repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
+            if setup.remote:
+                self.load(setup.terms[task])
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
             value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
@@ -119,6 +123,13 @@ class Worker:
         if done_tasks:
             self.send_result(msg, done_tasks, done_values)
 
+    def load(self, terms: Terms) -> None:
+        """Load the blocks these terms use that this worker does not hold yet (a job whose data
+        the master does not ship)."""
+        for key, _ in terms:
+            if key not in self.setup.blocks:
+                self.setup.blocks[key] = self.job.load_block(key, self.setup.n_partitions)
+
     def apply(self, setup: WorkerSetup) -> None:
         """A new set-up after failures: a re-split (same epoch) adds the blocks and tasks it may
         now run; a re-code (new epoch) replaces them, its partitions being new."""
@@ -127,7 +138,6 @@ class Worker:
             setup.terms = {**self.setup.terms, **setup.terms}
             setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
         self.setup = setup
-        self.kernel = KERNELS[setup.job]
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch)
@@ -157,19 +167,11 @@ class Worker:
         self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
 
 
-def run_worker(comm: MPI.Comm) -> int:
-    """Receive the set-up from the master, then serve until STOP; returns the exit status.
-
-    A set-up of ``int`` is the master's exit status for a run that ends before it starts (a usage
-    error found on rank 0): the worker leaves with it at once.
-    """
+def serve(comm: MPI.Comm, job: AnyJob) -> object:
+    """Receive the set-up from the master, then serve until STOP. Returns None after a run, or
+    what the master sent instead of a set-up when the run ends before it starts."""
     setup = wait_object(comm, MASTER, Tag.SETUP)
-    if isinstance(setup, int):
+    if not isinstance(setup, WorkerSetup):
         return setup
-    try:
-        Worker(comm, setup).run()
-    except ProcessesFailed:  # only the master talks to a worker: nothing left to do
-        print(f"mpicoded: rank {comm.Get_rank()}: the master (rank 0) died; exiting",
-              file=sys.stderr, flush=True)
-        return 1
-    return 0
+    Worker(comm, setup, job).run()
+    return None

@@ -195,15 +195,14 @@ def test_soak_10000_iterations(tmp_path):
     assert len(its) == 10000 and long["total_purged_tasks"] > 0
     assert long["master_max_pending_sends"] <= 3 * 6
     assert long["master_maxrss_mb"] < short["master_maxrss_mb"] + 25
-    from mpicoded.codes import make_code
-    from mpicoded.jobs import make_job, synthetic
+    from mpicoded.jobs import LogReg
 
-    code = make_code("frc", 6, stragglers=1)
-    job = make_job("logreg", synthetic("logreg", 600, 8, 0), code)
+    job = LogReg(samples=600, features=8, seed=0)
+    job.blocks(1)
     theta = np.zeros(8)
     for _ in range(10000):  # serial gradient descent on every sample: what exact decoding gives
         full = job.data.X.T @ (1 / (1 + np.exp(-job.data.X @ theta)) - job.data.y)
-        theta = job.update(theta, full, np.arange(0))
+        theta = job.step(theta, full, np.arange(1))
     assert np.allclose(long["final_theta"], theta, rtol=1e-6, atol=1e-9)
 
 

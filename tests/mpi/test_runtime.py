@@ -1,4 +1,5 @@
-"""The runtime on real MPI ranks (pytest-mpi): purging, exact decoding, worker errors carried back.
+"""The runtime on real MPI ranks (pytest-mpi), through ``mpicoded.run``: purging, exact decoding,
+user jobs, workers that load their own data, refused options, worker errors carried back.
 
 Run as ``mpirun -n 4 python -m mpi4py -m pytest --with-mpi tests/mpi`` (ci/test.sh does): a
 failing rank then aborts the job instead of hanging it.
@@ -9,16 +10,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import mpicoded
 from mpicoded.codes import make_code
-from mpicoded.delays import DelayModel
-from mpicoded.jobs import make_job, synthetic
+from mpicoded.jobs import LinReg, LogReg, PageRank, coded
+from mpicoded.plan import UsageError
 
 MPI = pytest.importorskip("mpi4py.MPI")
 
 
+def workers() -> int:
+    return MPI.COMM_WORLD.Get_size() - 1
+
+
 def reference_theta(job, code, iterations):
-    """Plain serial gradient descent with every partition: what exact decoding must reproduce."""
-    theta = np.zeros(job.dim)
+    """Plain serial descent with every partition: what exact decoding must reproduce."""
+    job = coded(job, code)
+    theta = job.theta0()
     for _ in range(iterations):
         dec = code.decoder()
         for t in range(code.n_tasks):
@@ -28,81 +35,178 @@ def reference_theta(job, code, iterations):
     return theta
 
 
-def run(code, delay, iterations=8, jobname="logreg"):
-    """Master on rank 0 returns its RunResult; workers serve and return None."""
-    from mpicoded.runtime.master import Master
-    from mpicoded.runtime.worker import run_worker
+class Ridge(mpicoded.GradientJob):
+    """A user's job, defined only here: ridge regression, data made from a seed on rank 0."""
 
-    comm = MPI.COMM_WORLD
-    job = make_job(jobname, synthetic(jobname, 400, 5, seed=3), code)
-    if comm.rank == 0:
-        master = Master(comm, code, job, delay)
-        master.place()
-        return master.run(iterations), job
-    assert run_worker(comm) == 0
-    return None, job
+    def __init__(self, n=600, d=6, lam=0.1, lr=0.05):
+        self.n, self.dim, self.lam, self.lr = n, d, lam, lr
+
+    def data(self):
+        rng = np.random.default_rng(21)
+        X = rng.standard_normal((self.n, self.dim))
+        return X, X @ np.linspace(-1, 1, self.dim) + 0.1 * rng.standard_normal(self.n)
+
+    def blocks(self, k):
+        X, y = self.data()
+        return [(X[r], y[r]) for r in np.array_split(np.arange(self.n), k)]
+
+    def compute(self, block, theta):
+        X, y = block
+        return X.T @ (X @ theta - y)
+
+    def step(self, theta, total, covered):
+        return theta - self.lr * (total / self.n + self.lam * theta)
+
+    def loss(self, theta):
+        X, y = self.data()
+        return float(0.5 * np.mean((X @ theta - y) ** 2) + 0.5 * self.lam * theta @ theta)
+
+
+def serial_ridge(job, iterations):
+    """The same step rule, by hand, with the whole data set."""
+    X, y = job.data()
+    theta = np.zeros(job.dim)
+    for _ in range(iterations):
+        theta = job.step(theta, X.T @ (X @ theta - y), None)
+    return theta
+
+
+class RemoteRidge(Ridge):
+    """The same job, but every worker loads the partitions it needs: the master ships ids."""
+
+    blocks = mpicoded.GradientJob.blocks
+
+    def load_block(self, j, k):
+        return Ridge.blocks(self, k)[j]
 
 
 @pytest.mark.mpi(min_size=4)
 @pytest.mark.timeout(120)
 def test_very_slow_worker_is_purged_and_decoding_is_exact():
-    comm = MPI.COMM_WORLD
-    n = comm.size - 1
-    code = make_code("cyclic", n, stragglers=1)
-    slow = n - 1  # the last worker is 200x slower: every iteration decodes without it
-    delay = DelayModel("persistent", task_time=0.005, slow=frozenset({slow}), slow_factor=200)
-    result, job = run(code, delay, iterations=8)
+    n = workers()
+    job = LogReg(samples=400, features=5, seed=3)
+    result = mpicoded.run(job, code="cyclic", stragglers=1, delay="persistent", task_time=0.005,
+                          slow_workers=[n], slow_factor=200, iterations=8, quiet=True)
     if result is None:
         return
+    slow = n - 1  # the last worker is 200x slower: every iteration decodes without it
     assert len(result.records) == 8
     assert all(r.purged_tasks >= 1 for r in result.records)
-    assert result.totals["purged_tasks"] >= 8
     # the slow worker dropped its task every iteration instead of finishing it
     assert result.worker_counters[slow][2] == 8 and result.worker_counters[slow][1] == 0
     # makespan: 8 fast iterations, not 8 slow tasks (one slow task alone takes 2 s)
     assert result.makespan_s < 2.0
-    expected = reference_theta(job, code, 8)
+    expected = reference_theta(LogReg(samples=400, features=5, seed=3),
+                               make_code("cyclic", n, stragglers=1), 8)
     assert np.allclose(result.theta, expected, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_uncoded_each_target_multi_message_linreg():
-    comm = MPI.COMM_WORLD
-    code = make_code("uncoded", comm.size - 1, target="each")
-    result, job = run(code, DelayModel("none"), iterations=5, jobname="linreg")
+    result = mpicoded.run(LinReg(samples=400, features=5, seed=3), code="uncoded", target="each",
+                          delay="none", iterations=5, quiet=True)
     if result is None:
         return
+    code = make_code("uncoded", workers(), target="each")
     assert [r.results_received for r in result.records] == [code.n_tasks] * 5
     assert sum(r.purged_tasks for r in result.records) == 0
     assert result.records[0].volume == pytest.approx(1.0)
+    job = LinReg(samples=400, features=5, seed=3)
     assert np.allclose(result.theta, reference_theta(job, code, 5), rtol=1e-9, atol=1e-12)
-    assert result.losses[-1] < job.loss(np.zeros(job.dim))
+    assert result.losses[-1] < job.loss(np.zeros(5))
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.timeout(120)
+def test_a_users_job_equals_serial_descent_with_stragglers_purged():
+    result = mpicoded.run(Ridge(), code="gfrc", stragglers=1, delay="persistent",
+                          task_time=0.002, slow_workers=[1], slow_factor=50, iterations=12,
+                          quiet=True)
+    if result is None:
+        return
+    expected = serial_ridge(Ridge(), 12)
+    assert np.allclose(result.theta, expected, rtol=1e-10, atol=0)
+    assert result.totals["purged_tasks"] >= 12  # the slow worker, every iteration
+    assert result.losses[-1] == pytest.approx(Ridge().loss(result.theta))
+    assert result.record["final_loss"] == result.losses[-1]
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(120)
+def test_workers_that_load_their_own_blocks_get_no_data_from_the_master():
+    shipped = mpicoded.run(Ridge(n=20000), code="gfrc", stragglers=1, delay="none",
+                           iterations=4, quiet=True)
+    loaded = mpicoded.run(RemoteRidge(n=20000), code="gfrc", stragglers=1, delay="none",
+                          iterations=4, quiet=True)
+    if loaded is None:
+        return
+    data_bytes = 20000 * 7 * 8  # X (20000 x 6) and y, as float64
+    assert shipped.record["placed_bytes"] > data_bytes  # each worker got its partitions
+    assert loaded.record["placed_bytes"] < 1000 * workers()  # settings and ids, no rows
+    assert np.array_equal(loaded.theta, shipped.theta)
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("code", "params"), [("mds", {"stragglers": 1}),
+                                              ("sparse", {"partitions": 3, "redundancy": 2}),
+                                              ("uncoded", {})])
+def test_pagerank_equals_a_serial_power_iteration(code, params):
+    result = mpicoded.run(PageRank(nodes=3000, seed=4), code=code, delay="seed001", mu=200,
+                          iterations=15, quiet=True, **params)
+    if result is None:
+        return
+    job = PageRank(nodes=3000, seed=4)
+    x = job.start()
+    for _ in range(15):
+        x = job.step(x, job.transition @ x)
+    assert np.allclose(result.theta, x, rtol=1e-10, atol=0)
+    assert result.theta.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(60)
+def test_bad_options_raise_on_every_rank_and_nobody_hangs():
+    with pytest.raises(UsageError, match="'stragler' is not an option of mpicoded.run"):
+        mpicoded.run(Ridge(), stragler=3)  # found by every rank alone
+    with pytest.raises(ValueError, match="stragglers=99 is out of range"):
+        mpicoded.run(Ridge(), code="gfrc", stragglers=99, quiet=True)  # found on rank 0 only
+    with pytest.raises(ValueError, match="MatVecJob: it needs a code whose target is 'each'"):
+        mpicoded.run(PageRank(nodes=100), code="frc", quiet=True)
+    with pytest.raises(TypeError, match="is not a job"):
+        mpicoded.run("ridge")
+    # and the ranks still agree afterwards: a real run goes through
+    result = mpicoded.run(Ridge(), code="uncoded", delay="none", iterations=2, quiet=True)
+    assert (result is None) == (MPI.COMM_WORLD.Get_rank() != 0)
+
+
+class Failing(Ridge):
+    """Raises on rank 2 only: a bug in a user's compute."""
+
+    def compute(self, block, theta):
+        if MPI.COMM_WORLD.Get_rank() == 2:
+            raise ValueError("a bug in compute")
+        return super().compute(block, theta)
 
 
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_worker_exception_is_carried_back_with_its_rank():
-    from mpicoded.runtime.master import Master, worker_setup
-    from mpicoded.runtime.protocol import Tag
+    from mpicoded.delays import DelayModel
+    from mpicoded.runtime.master import Master
     from mpicoded.runtime.transport import WorkerError
-    from mpicoded.runtime.worker import run_worker
+    from mpicoded.runtime.worker import serve
 
     comm = MPI.COMM_WORLD
     code = make_code("uncoded", comm.size - 1)
-    job = make_job("logreg", synthetic("logreg", 100, 4, seed=0), code)
     if comm.rank != 0:
-        assert run_worker(comm) == 0
+        assert serve(comm, Failing()) is None
         return
-    for w, tasks in enumerate(code.schedule):
-        setup = worker_setup(code, job, DelayModel(), w + 1, tasks, purge=True, kill_at=None,
-                             chunk_rows=0, report_progress=False, epoch=0)
-        if w == 1:  # a block whose shape cannot meet theta: the task raises on rank 2
-            setup.blocks = {k: {**b, "X": b["X"][:, :2]} for k, b in setup.blocks.items()}
-        comm.send(setup, dest=w + 1, tag=int(Tag.SETUP))
-    master = Master(comm, code, job, DelayModel())
+    master = Master(comm, code, coded(Failing(), code), DelayModel())
+    master.place()
     with pytest.raises(WorkerError) as info:
         master.run(3)
-    assert info.value.rank == 2 and "ValueError" in str(info.value)
+    assert info.value.rank == 2 and "ValueError: a bug in compute" in str(info.value)
     master.shutdown()  # every worker, the failed one too, still stops cleanly
     assert master.state.acked == set(range(code.n_workers))

@@ -1,12 +1,28 @@
-"""Jobs: coded tasks combine to the true gradient, training learns, bad datasets are refused."""
+"""Jobs: coded tasks decode to the exact value the job asks for, for every code; training and
+PageRank/power converge; bad jobs, codes and datasets are refused with clear messages."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+from mpicoded import GradientJob, MatVecJob
 from mpicoded.codes import make_code
-from mpicoded.jobs import DatasetError, load, make_job, synthetic
+from mpicoded.jobs import (
+    DatasetError,
+    JobSpecError,
+    LinReg,
+    LogReg,
+    PageRank,
+    Power,
+    build_job,
+    coded,
+    load,
+    synthetic,
+)
+from mpicoded.jobs.logreg import REG
+from mpicoded.jobs.pagerank import read_edges
 
 
 def true_gradient(job, theta, rows=None):
@@ -14,17 +30,20 @@ def true_gradient(job, theta, rows=None):
     rows = np.arange(job.data.n_samples) if rows is None else rows
     X, y, n = job.data.X[rows], job.data.y[rows], len(rows)
     if job.name == "logreg":
-        from mpicoded.jobs.logreg import REG
         return X.T @ (1 / (1 + np.exp(-X @ theta)) - y) / n + REG * theta
     return X.T @ (X @ theta - y) / n
 
 
-def decode(job, code, theta, skip=()):
-    dec = code.decoder()
-    for t in range(code.n_tasks):
-        if t not in skip and dec.add(t, job.compute(t, theta)):
+def decode(job, theta, skip=(), tolerance=0, chunk_rows=0):
+    dec = job.code.decoder(tolerance)
+    for t in range(job.code.n_tasks):
+        if t not in skip and dec.add(t, job.compute(t, theta, chunk_rows)):
             break
     return dec
+
+
+def step_of(job, theta, dec):
+    return job.update(theta, dec.result(), dec.missing_partitions)
 
 
 CODES = [("frc", {"stragglers": 1}), ("gfrc", {"stragglers": 3}), ("cyclic", {"stragglers": 2}),
@@ -33,66 +52,252 @@ CODES = [("frc", {"stragglers": 1}), ("gfrc", {"stragglers": 3}), ("cyclic", {"s
          ("sparse", {"partitions": 6, "redundancy": 1.5})]
 
 
-@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
 @pytest.mark.parametrize(("codename", "params"), CODES)
-def test_decoded_gradient_is_the_full_gradient(jobname, codename, params):
+def test_one_step_is_the_full_gradient_step(cls, codename, params):
     code = make_code(codename, 6, **params)
-    job = make_job(jobname, synthetic(jobname, 300, 8, seed=1), code)
+    user = cls(samples=300, features=8, seed=1)
+    job = coded(user, code)
     theta = np.random.default_rng(0).standard_normal(8) * 0.3
     skip = (0, 1)[: code.params.get("stragglers", 0)] if code.name != "sparse" else ()
-    dec = decode(job, code, theta, skip)
-    got = job.gradient(theta, dec.result(), dec.missing_partitions)
-    assert np.allclose(got, true_gradient(job, theta), rtol=1e-9, atol=1e-12)
+    got = step_of(job, theta, decode(job, theta, skip))
+    expected = theta - user.step_size * true_gradient(user, theta)
+    assert np.allclose(got, expected, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
-def test_training_learns(jobname):
-    code = make_code("frc", 4, stragglers=1)
-    job = make_job(jobname, synthetic(jobname, 400, 6, seed=2), code)
-    theta = np.zeros(6)
-    start = job.loss(theta)
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
+def test_training_learns(cls):
+    user = cls(samples=400, features=6, seed=2)
+    job = coded(user, make_code("frc", 4, stragglers=1))
+    theta = job.theta0()
+    start = user.loss(theta)
     for _ in range(60):
-        dec = decode(job, code, theta)
-        theta = job.update(theta, dec.result(), dec.missing_partitions)
-    assert job.loss(theta) < 0.5 * start
-    if jobname == "logreg":
-        assert job.accuracy(theta) > 0.85
+        theta = step_of(job, theta, decode(job, theta))
+    assert user.loss(theta) < 0.5 * start
+    if cls is LogReg:
+        assert user.accuracy(theta) > 0.85
 
 
-@pytest.mark.parametrize("jobname", ["logreg", "linreg"])
-def test_partial_sum_gradient_covers_the_samples_present(jobname):
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
+def test_partial_sum_step_covers_the_samples_present(cls):
     """FRC with a tolerance: the update is the gradient of the partitions recovered."""
-    code = make_code("frc", 4, stragglers=1)  # groups [0, 2) and [2, 4)
-    job = make_job(jobname, synthetic(jobname, 80, 5, seed=4), code)
+    user = cls(samples=80, features=5, seed=4)
+    job = coded(user, make_code("frc", 4, stragglers=1))  # groups [0, 2) and [2, 4)
     theta = np.full(5, 0.2)
-    dec = code.decoder(tolerance=2)
+    dec = job.code.decoder(tolerance=2)
     assert dec.add(2, job.compute(2, theta))
     assert list(dec.missing_partitions) == [0, 1]
-    rows = np.concatenate(job.partitions[2:])
-    assert np.allclose(job.gradient(theta, dec.result(), dec.missing_partitions),
-                       true_gradient(job, theta, rows))
+    rows = np.arange(40, 80)  # partitions 2 and 3 of 4 equal ones
+    expected = theta - user.step_size * true_gradient(user, theta, rows)
+    assert np.allclose(step_of(job, theta, dec), expected)
 
 
 def test_task_cost_counts_partitions_except_precoded_blocks():
-    data = synthetic("linreg", 60, 6, seed=0)
     cpgc = make_code("cpgc", 4, load=2)
-    assert list(make_job("logreg", synthetic("logreg", 60, 6, seed=0), cpgc).task_cost()) == \
-        [1, 1, 1, 1, 2, 2, 2, 2]
-    assert list(make_job("linreg", data, cpgc).task_cost()) == [1] * 8
-    assert list(make_job("linreg", data, make_code("frc", 6, stragglers=2)).task_cost()) == [3] * 6
+    assert list(coded(LogReg(samples=60, features=6), cpgc).task_cost()) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert list(coded(Power(features=8), cpgc).task_cost()) == [1] * 8
 
 
-def test_linreg_each_leaves_missing_blocks_out():
-    code = make_code("uncoded", 3, target="each")
-    job = make_job("linreg", synthetic("linreg", 90, 6, seed=0), code)
-    theta = np.ones(6)
-    dec = code.decoder(tolerance=1)
-    for t in (0, 2):
-        dec.add(t, job.compute(t, theta))
-    grad = job.gradient(theta, dec.result(), dec.missing_partitions)
-    full = true_gradient(job, theta)
-    assert np.array_equal(grad[2:4], np.zeros(2))
-    assert np.allclose(grad[[0, 1, 4, 5]], full[[0, 1, 4, 5]])
+class Ridge(GradientJob):
+    """A user job defined here only: ridge regression on blocks (X, y), a plain array block for
+    the chunking test."""
+
+    def __init__(self, n=120, d=4, additive=True):
+        rng = np.random.default_rng(9)
+        self.X, self.y = rng.standard_normal((n, d)), rng.standard_normal(n)
+        self.dim, self.additive = d, additive
+        self.calls = 0
+
+    def blocks(self, k):
+        return [(self.X[r], self.y[r]) for r in np.array_split(np.arange(len(self.y)), k)]
+
+    def compute(self, block, theta):
+        self.calls += 1
+        X, y = block
+        return X.T @ (X @ theta - y)
+
+    def step(self, theta, total, covered):
+        return theta - 0.01 * (total + 0.1 * theta)
+
+
+def test_chunking_applies_to_additive_jobs_only():
+    code = make_code("uncoded", 3)
+    theta = np.ones(4)
+    whole = coded(Ridge(), code).compute(0, theta)
+    additive, other = coded(Ridge(), code), coded(Ridge(additive=False), code)
+    assert np.allclose(additive.compute(0, theta, chunk_rows=7), whole, rtol=1e-12)
+    assert additive.job.calls == 6  # 40 rows in chunks of 7
+    assert np.array_equal(other.compute(0, theta, chunk_rows=7), whole)
+    assert other.job.calls == 1
+
+
+def test_compute_of_the_wrong_size_is_named():
+    class Bad(Ridge):
+        def compute(self, block, theta):
+            return np.ones(3)
+
+    with pytest.raises(ValueError, match=r"Bad.compute returned 3 values; expected dim = 4"):
+        coded(Bad(), make_code("uncoded", 2)).compute(0, np.zeros(4))
+
+
+def test_blocks_must_match_the_partitions():
+    class Short(Ridge):
+        def blocks(self, k):
+            return super().blocks(k)[:-1]
+
+    with pytest.raises(ValueError, match=r"Short.blocks\(3\) returned 2 blocks; expected 3"):
+        coded(Short(), make_code("uncoded", 3))
+
+
+def test_a_job_without_data_is_refused():
+    class NoData(GradientJob):
+        dim = 2
+
+    with pytest.raises(ValueError, match="defines neither blocks"):
+        coded(NoData(), make_code("uncoded", 2))
+    with pytest.raises(TypeError, match="is not a job"):
+        coded(object(), make_code("uncoded", 2))
+
+
+class Remote(Ridge):
+    """Partitions loaded where they are needed, from the generating seed."""
+
+    blocks = GradientJob.blocks  # no blocks(k): the master ships ids only
+
+    def load_block(self, j, k):
+        return Ridge.blocks(self, k)[j]
+
+
+def test_remote_blocks_are_placed_as_ids_only():
+    code = make_code("gfrc", 4, stragglers=1)
+    job = coded(Remote(), code)
+    blocks, terms = job.placement(code.schedule[0])
+    assert job.remote and blocks == {} and terms
+    reference = coded(Ridge(), code)
+    theta = np.full(4, 0.5)
+    for t in range(code.n_tasks):
+        assert np.allclose(job.compute(t, theta), reference.compute(t, theta), rtol=1e-12)
+
+
+def serial_pagerank(user, iterations):
+    P = user.transition
+    x = user.start()
+    for _ in range(iterations):
+        x = user.step(x, P @ x)
+    return x
+
+
+@pytest.mark.parametrize(("codename", "params"), [
+    ("mds", {"stragglers": 2}), ("sparse", {"partitions": 6, "target": "each"}),
+    ("uncoded", {"target": "each"}), ("cpgc", {"load": 2})])
+def test_pagerank_matches_a_serial_power_iteration(codename, params):
+    user = PageRank(nodes=500, seed=3)
+    job = coded(user, make_code(codename, 6, **params))
+    x = job.theta0()
+    skip = (0,) if job.code.n_tasks > job.code.n_partitions else ()  # a straggler, if it can
+    for _ in range(20):
+        x = step_of(job, x, decode(job, x, skip=skip, chunk_rows=37))
+    expected = serial_pagerank(user, 20)
+    assert np.allclose(x, expected, rtol=1e-10, atol=1e-14)
+    assert x.sum() == pytest.approx(1.0) and user.loss(x) < 1e-3
+
+
+def test_sparse_stays_sparse_and_mds_fills_in():
+    user = PageRank(nodes=600, seed=1)
+    sparse = coded(user, make_code("sparse", 6, target="each"))
+    mds = coded(user, make_code("mds", 6, stragglers=1))
+    assert sp.issparse(sparse.block(0)) and sp.issparse(mds.block(0))
+    s_coded, plain = sparse.nonzeros()
+    m_coded, _ = mds.nonzeros()
+    assert s_coded <= 3 * plain * 1.01  # degree 3: three partitions a row
+    assert m_coded > 4 * plain  # any 5 of 6: a block mixes all 5 partitions
+
+
+def test_a_sum_code_is_refused_for_a_matvec_job():
+    with pytest.raises(ValueError, match="MatVecJob: it needs a code whose target is 'each'"):
+        coded(Power(features=6), make_code("frc", 4, stragglers=1))
+
+
+def test_power_finds_the_leading_eigenvector():
+    user = Power(features=30, seed=2)
+    job = coded(user, make_code("mds", 5, stragglers=2))
+    x = job.theta0()
+    for _ in range(80):
+        x = step_of(job, x, decode(job, x, skip=(1, 3)))
+    w, V = np.linalg.eigh(user.A)
+    assert abs(x @ V[:, -1]) == pytest.approx(1.0, abs=1e-9)
+    assert user.eigenvalue(x) == pytest.approx(w[-1], abs=1e-9)
+
+
+def test_missed_blocks_reach_step_as_nan():
+    user = Power(features=12, seed=0)
+    job = coded(user, make_code("uncoded", 3, target="each"))
+    x = job.theta0()
+    dec = decode(job, x, skip=(1,), tolerance=1)
+    seen = []
+    user.step = lambda x, y: seen.append(y) or x  # type: ignore[method-assign]
+    job.update(x, dec.result(), dec.missing_partitions)
+    assert np.isnan(seen[0][4:8]).all() and np.allclose(seen[0][:4], (user.A @ x)[:4])
+
+
+def test_snap_edge_lists(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text("# Directed graph\n# FromNodeId\tToNodeId\n0\t3\n3\t0\n3 5\n")
+    src, dst = read_edges(path)
+    assert list(src) == [0, 3, 3] and list(dst) == [3, 0, 5]
+    user = PageRank(graph=str(path))
+    x = serial_pagerank(user, 200)
+    assert len(x) == 6 and x.sum() == pytest.approx(1.0)  # ids 1, 2, 4 have no edges at all
+    assert x[1] == pytest.approx(x[2]) and x[5] > x[1]  # 5 is dangling, linked from 3
+
+
+@pytest.mark.parametrize(("text", "message"), [("", "no edges"), ("1 x\n", "integer node ids"),
+                                               ("1 -2\n", ">= 0")])
+def test_bad_edge_lists(tmp_path, text, message):
+    path = tmp_path / "g.txt"
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=message):
+        read_edges(path)
+
+
+def test_job_specs(tmp_path):
+    path = tmp_path / "myjob.py"
+    path.write_text("from mpicoded.jobs import LinReg\n"
+                    "def small():\n    return LinReg(samples=50, features=3)\n"
+                    "NOT_A_JOB = 3\n")
+    assert isinstance(build_job(f"{path}:small"), LinReg)
+    assert isinstance(build_job("mpicoded.jobs:PageRank"), PageRank)
+    for spec, message in [(f"{path}:nope", "has no attribute 'nope'"),
+                          (f"{path}:NOT_A_JOB", "not a job class or a function"),
+                          ("no.such.module:X", "no module named"),
+                          (str(tmp_path / "missing.py") + ":X", "no such file"),
+                          ("logreg2", "expected a built-in job name")]:
+        with pytest.raises(JobSpecError, match=message):
+            build_job(spec)
+
+
+def test_a_factory_must_return_a_job(tmp_path):
+    path = tmp_path / "f.py"
+    path.write_text("def make():\n    return 'ridge'\n")
+    with pytest.raises(JobSpecError, match=r"make\(\) returned a str, not a job"):
+        build_job(f"{path}:make")
+
+
+def test_matvec_job_from_a_plain_matrix_needs_only_three_methods():
+    class Scale(MatVecJob):
+        def matrix(self):
+            return np.diag([2.0, 1.0, 0.5, 0.25])
+
+        def start(self):
+            return np.ones(4)
+
+        def step(self, x, y):
+            return y
+
+    job = coded(Scale(), make_code("mds", 4, stragglers=1))
+    x = job.theta0()
+    x = step_of(job, x, decode(job, x, skip=(2,)))
+    assert np.allclose(x, [2.0, 1.0, 0.5, 0.25], rtol=1e-10)
 
 
 def test_load_npz_and_csv(tmp_path):
@@ -126,12 +331,13 @@ def test_npz_without_arrays(tmp_path):
         load(tmp_path / "d.npz")
 
 
-def test_logreg_refuses_non_binary_labels():
+def test_logreg_refuses_non_binary_labels(tmp_path):
     data = synthetic("linreg", 20, 2, seed=0)
+    np.savez(tmp_path / "d.npz", X=data.X, y=data.y)
     with pytest.raises(DatasetError, match="labels 0/1"):
-        make_job("logreg", data, make_code("uncoded", 2))
+        coded(LogReg(dataset=str(tmp_path / "d.npz")), make_code("uncoded", 2))
 
 
 def test_too_many_partitions_for_the_data():
     with pytest.raises(DatasetError, match="need at least 8 rows"):
-        make_job("linreg", synthetic("linreg", 5, 2, seed=0), make_code("uncoded", 8))
+        coded(LinReg(samples=5, features=2), make_code("uncoded", 8))

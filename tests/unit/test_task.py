@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mpicoded.codes import make_code
-from mpicoded.jobs import make_job, synthetic
+from mpicoded.jobs import BUILTINS, coded
 from mpicoded.jobs.task import CHUNK_ELEMENTS, Kernel, default_chunk_rows, run_task
 
 CASES = [("logreg", "frc", {"stragglers": 1}), ("logreg", "mds", {"stragglers": 2}),
@@ -16,7 +16,7 @@ CASES = [("logreg", "frc", {"stragglers": 1}), ("logreg", "mds", {"stragglers": 
 
 def job_for(jobname, codename, params, samples=997, features=7):
     code = make_code(codename, 6, **params)
-    return make_job(jobname, synthetic(jobname, samples, features, seed=5), code)
+    return coded(BUILTINS[jobname](samples=samples, features=features, seed=5), code)
 
 
 @pytest.mark.parametrize(("jobname", "codename", "params"), CASES)
@@ -88,7 +88,7 @@ def test_default_chunk_is_fixed_by_the_shape():
     assert default_chunk_rows(100) == CHUNK_ELEMENTS // 100
     assert default_chunk_rows(10**9) == 1
     job = job_for("logreg", "frc", {"stragglers": 1}, features=50)
-    assert job.default_chunk_rows() == CHUNK_ELEMENTS // 50
+    assert job.default_chunk_rows() == CHUNK_ELEMENTS // 51  # a row of X (50) and of y
 
 
 def test_placement_holds_each_partition_once():
@@ -97,6 +97,8 @@ def test_placement_holds_each_partition_once():
     blocks, terms = job.placement(tasks)
     assert sorted(blocks) == list(range(job.code.n_partitions))
     assert all(set(k for k, _ in terms[t]) == set(np.flatnonzero(job.code.B[t])) for t in tasks)
-    linreg = job_for("linreg", "gfrc", {"stragglers": 2})
-    blocks, terms = linreg.placement([1, 4])
+    from mpicoded.jobs import Power, coded
+
+    power = coded(Power(features=12), make_code("mds", 6, stragglers=2))
+    blocks, terms = power.placement([1, 4])
     assert sorted(blocks) == [1, 4] and terms[4] == ((4, 1.0),)  # pre-coded: a block a task

@@ -5,7 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpicoded.train import UsageError, plan_run
+from mpicoded import plan
+from mpicoded.plan import NothingToDo, UsageError
+from mpicoded.train import build_parser, make_job, run_options
+
+
+def plan_run(argv, n_workers):
+    """What rank 0 plans for ``python -m mpicoded.train ARGV``: the CLI's job and options."""
+    args = build_parser().parse_args(argv)
+    return plan.plan_run(make_job(args), plan.options(**run_options(args)), n_workers)
+
+
+def fingerprint(argv, n_workers):
+    """The settings a checkpoint of ``python -m mpicoded.train ARGV`` belongs to."""
+    return plan_run(argv, n_workers).fingerprint
 
 
 def test_defaults_plan_a_straggler_tolerant_run():
@@ -70,7 +83,7 @@ def test_metrics_file_is_opened_up_front(tmp_path):
 def test_output_holds_theta_or_one_row_a_job(tmp_path):
     from types import SimpleNamespace
 
-    from mpicoded.train import save_output
+    from mpicoded.record import save_output
 
     thetas = [np.arange(3.0), np.arange(3.0) + 1]
     result = SimpleNamespace(theta=thetas[-1], job_thetas=thetas)
@@ -118,7 +131,6 @@ def test_unwritable_checkpoint_directory_is_refused_up_front():
 
 def test_truncated_dataset_and_checkpoint_are_one_line_errors(tmp_path):
     import mpicoded.checkpoint as ckpt
-    from mpicoded.train import build_parser, run_fingerprint
 
     data = tmp_path / "d.npz"
     np.savez(data, X=np.ones((8, 2)), y=np.zeros(8))
@@ -127,7 +139,7 @@ def test_truncated_dataset_and_checkpoint_are_one_line_errors(tmp_path):
         plan_run(["--dataset", str(data)], n_workers=4)
     argv = ["--checkpoint", str(tmp_path / "ck")]
     ckpt.save(tmp_path / "ck", ckpt.Checkpoint(0, 2, np.zeros(50),
-                                               run_fingerprint(build_parser().parse_args(argv), 4)))
+                                               fingerprint(argv, 4)))
     path = tmp_path / "ck" / ckpt.FILE
     path.write_bytes(path.read_bytes()[:-40])
     with pytest.raises(UsageError, match="cannot be read"):
@@ -136,13 +148,11 @@ def test_truncated_dataset_and_checkpoint_are_one_line_errors(tmp_path):
 
 def test_resume_of_a_finished_run_has_nothing_to_do(tmp_path):
     import mpicoded.checkpoint as ckpt
-    from mpicoded.train import NothingToDo, build_parser, run_fingerprint
 
     metrics = tmp_path / "old.jsonl"
-    metrics.write_text("the finished run's metrics\n")
     argv = ["--checkpoint", str(tmp_path), "--iterations", "5", "--metrics", str(metrics)]
-    fingerprint = run_fingerprint(build_parser().parse_args(argv), 4)
-    ckpt.save(tmp_path, ckpt.Checkpoint(0, 5, np.zeros(50), fingerprint))
+    ckpt.save(tmp_path, ckpt.Checkpoint(0, 5, np.zeros(50), fingerprint(argv, 4)))
+    metrics.write_text("the finished run's metrics\n")
     with pytest.raises(NothingToDo, match="finished run .* nothing to resume"):
         plan_run([*argv, "--resume"], n_workers=4)
     assert metrics.read_text() == "the finished run's metrics\n"  # not truncated

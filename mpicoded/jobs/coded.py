@@ -1,0 +1,313 @@
+"""A user's job coded by a code: which data each task needs, how a worker computes it, and how
+the master turns a decoded target into the next iterate. ``coded(job, code)`` builds it on rank 0;
+``kernel_for(job)`` is the worker's side, built from the worker's own copy of the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..codes import Code
+from .kinds import AnyJob, GradientJob, MatVecJob, overrides
+from .task import Block, Kernel, Terms, default_chunk_rows, run_task
+
+
+def job_name(job: object) -> str:
+    """What progress lines call the job: its ``name`` attribute, else its class name."""
+    return str(getattr(job, "name", "") or type(job).__name__)
+
+
+def row_blocks(n_rows: int, k: int) -> list[np.ndarray]:
+    """Split ``range(n_rows)`` into k contiguous, nearly equal blocks (the partitions)."""
+    if k > n_rows:
+        raise ValueError(f"{k} partitions need at least {k} rows of data, the job has {n_rows}")
+    return np.array_split(np.arange(n_rows), k)
+
+
+def _arrays(block: Any) -> tuple[Any, ...] | None:
+    """The arrays of a block that can be cut in row chunks: an array or sparse matrix, or a
+    tuple of them sharing their first dimension; None for anything else."""
+    parts = block if isinstance(block, tuple) else (block,)
+    if not parts or not all((isinstance(p, np.ndarray) and p.ndim >= 1) or sp.issparse(p)
+                            for p in parts):
+        return None
+    if len({p.shape[0] for p in parts}) != 1:
+        return None
+    return parts
+
+
+def _rows(block: Any) -> int:
+    parts = _arrays(block)
+    return 1 if parts is None else int(parts[0].shape[0])
+
+
+def _take(block: Any, start: int, stop: int) -> Any:
+    if isinstance(block, tuple):
+        return tuple(p[start:stop] for p in block)
+    return block[start:stop]
+
+
+def _row_width(block: Any) -> int:
+    """Matrix entries a row of the block holds (non-zeros for sparse), for the chunk size."""
+    parts = _arrays(block)
+    if parts is None:
+        return 1
+    width = 0
+    for p in parts:
+        if sp.issparse(p):
+            width += max(1, p.nnz // max(1, p.shape[0]))
+        else:
+            width += int(np.prod(p.shape[1:], dtype=np.int64))
+    return max(1, width)
+
+
+def kernel_for(job: AnyJob) -> Kernel:
+    """How a worker computes a task of ``job``, row chunk by row chunk."""
+    if isinstance(job, MatVecJob):
+        return MATVEC_KERNEL
+    if not isinstance(job, GradientJob):
+        raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
+                        "mpicoded.MatVecJob")
+    chunked = bool(job.additive)
+    name = job_name(job)
+
+    def rows(block: Block) -> int:
+        return _rows(block) if chunked else 1
+
+    def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
+                   out: np.ndarray) -> None:
+        part = _take(block, start, stop) if chunked and _arrays(block) is not None else block
+        value = np.asarray(job.compute(part, theta), dtype=np.float64).reshape(-1)
+        if value.size != out.size:
+            raise ValueError(f"{name}.compute returned {value.size} values; expected dim = "
+                             f"{out.size}")
+        out += value if coef == 1.0 else coef * value
+
+    return Kernel(rows=rows, accumulate=accumulate)
+
+
+def _matvec_accumulate(block: Block, x: np.ndarray, start: int, stop: int, coef: float,
+                       out: np.ndarray) -> None:
+    """Rows [start, stop) of a coded block's product with x, times coef, into ``out``."""
+    value = np.asarray(block[start:stop] @ x).reshape(-1)
+    out[start:stop] += value if coef == 1.0 else coef * value
+
+
+MATVEC_KERNEL = Kernel(rows=lambda block: int(block.shape[0]), accumulate=_matvec_accumulate)
+
+
+class Coded:
+    """What the master needs of a coded job; subclasses say how blocks are made and decoded."""
+
+    def __init__(self, job: AnyJob, code: Code) -> None:
+        self.job, self.code = job, code
+        self.name = job_name(job)
+        self.kernel = kernel_for(job)
+
+    result_size: int
+    dim: int
+
+    def recoded(self, code: Code) -> Coded:
+        """The same job under another code (after workers died)."""
+        return type(self)(self.job, code)  # type: ignore[arg-type]
+
+    def task_cost(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def terms(self, task: int) -> Terms:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def block(self, key: int) -> Block:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def remote(self) -> bool:
+        """Whether workers load their blocks themselves (the master sends ids only)."""
+        return False
+
+    def placement(self, tasks: Iterable[int]) -> tuple[dict[int, Block], dict[int, Terms]]:
+        """What a worker that may run ``tasks`` holds: each block they use once (none if workers
+        load their own), and every task's (block, coefficient) terms."""
+        terms = {int(t): self.terms(int(t)) for t in tasks}
+        keys = sorted({key for ts in terms.values() for key, _ in ts})
+        return ({} if self.remote else {key: self.block(key) for key in keys}), terms
+
+    def compute(self, task: int, theta: np.ndarray, chunk_rows: int = 0) -> np.ndarray:
+        """Task ``task``'s value computed here: what a worker returns (tests, references)."""
+        terms = self.terms(task)
+        blocks = {key: self.local_block(key) for key, _ in terms}
+        value, _ = run_task(self.kernel, blocks, terms, theta, self.result_size, chunk_rows)
+        assert value is not None
+        return value
+
+    def local_block(self, key: int) -> Block:
+        return self.block(key)
+
+    def default_chunk_rows(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def theta0(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def update(self, theta: np.ndarray, decoded: np.ndarray,
+               missing: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def loss(self, theta: np.ndarray) -> float | None:
+        value = self.job.loss(theta)
+        return None if value is None else float(value)
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the coded data for the run record."""
+        return {}
+
+
+class CodedGradient(Coded):
+    """B applied to results: blocks are the partitions, held once each; task t sums
+    B[t, j] * compute(partition j)."""
+
+    job: GradientJob
+
+    def __init__(self, job: GradientJob, code: Code) -> None:
+        super().__init__(job, code)
+        k = code.n_partitions
+        self.dim = int(job.dim)
+        self.result_size = self.dim
+        self._remote = not overrides(job, "blocks", GradientJob)
+        if self._remote and not overrides(job, "load_block", GradientJob):
+            raise ValueError(f"{self.name} defines neither blocks(k) nor load_block(j, k)")
+        self.parts: list[Any] = []
+        if not self._remote:
+            self.parts = list(job.blocks(k))
+            if len(self.parts) != k:
+                raise ValueError(f"{self.name}.blocks({k}) returned {len(self.parts)} blocks; "
+                                 f"expected {k}")
+
+    @property
+    def remote(self) -> bool:
+        return self._remote
+
+    def task_cost(self) -> np.ndarray:
+        """Work units of each task: computing over d partitions' data costs d."""
+        return np.count_nonzero(self.code.B, axis=1).astype(np.float64)
+
+    def terms(self, task: int) -> Terms:
+        coef = self.code.B[task]
+        return tuple((int(j), float(coef[j])) for j in np.flatnonzero(coef))
+
+    def block(self, key: int) -> Block:
+        return self.parts[key]
+
+    def local_block(self, key: int) -> Block:
+        if self._remote:
+            return self.job.load_block(key, self.code.n_partitions)
+        return self.parts[key]
+
+    def default_chunk_rows(self) -> int:
+        """About a millisecond of compute a chunk, from the data's shape alone."""
+        width = _row_width(self.parts[0]) if self.parts else self.dim
+        return default_chunk_rows(width)
+
+    def theta0(self) -> np.ndarray:
+        theta = np.asarray(self.job.theta0(), dtype=np.float64)
+        if theta.shape != (self.dim,):
+            raise ValueError(f"{self.name}.theta0() has shape {theta.shape}; expected "
+                             f"(dim,) = ({self.dim},)")
+        return theta
+
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+        """``step`` with the sum over the partitions the decode covers."""
+        covered = np.setdiff1d(np.arange(self.code.n_partitions), missing)
+        total = decoded if self.code.target == "sum" else decoded[covered].sum(axis=0)
+        return np.asarray(self.job.step(theta, total, covered), dtype=np.float64)
+
+
+class CodedMatVec(Coded):
+    """B applied to data: A's rows in k blocks, task t holds sum_j B[t, j] A_j (padded to the
+    longest block) and returns its product with x; the decode yields every block's product."""
+
+    job: MatVecJob
+
+    def __init__(self, job: MatVecJob, code: Code) -> None:
+        if code.target != "each":
+            raise ValueError(f"{job_name(job)} is a MatVecJob: it needs a code whose target is "
+                             f"'each' (mds, cpgc, ucmmc, mcc; sparse or uncoded with target each); "
+                             f"{code.name} decodes a sum")
+        super().__init__(job, code)
+        A = job.matrix()
+        if A.ndim != 2:
+            raise ValueError(f"{self.name}.matrix() must be 2-D, has shape {A.shape}")
+        self.sparse = sp.issparse(A)
+        A = sp.csr_matrix(A) if self.sparse else np.asarray(A, dtype=np.float64)
+        self.rows = row_blocks(A.shape[0], code.n_partitions)
+        self.result_size = max(len(r) for r in self.rows)
+        self.dim = int(A.shape[1])
+        self.m = int(A.shape[0])
+        self.nnz = int(A.nnz) if self.sparse else int(np.count_nonzero(A))
+        self.plain = [self._pad(A[r[0]: r[-1] + 1]) for r in self.rows]
+        self.coded: dict[int, Block] = {}
+
+    def _pad(self, block: Any) -> Any:
+        extra = self.result_size - block.shape[0]
+        if not extra:
+            return block
+        if self.sparse:
+            return sp.vstack([block, sp.csr_matrix((extra, self.dim))], format="csr")
+        return np.vstack([block, np.zeros((extra, self.dim))])
+
+    def task_cost(self) -> np.ndarray:
+        """A pre-coded block costs one unit, like one partition's."""
+        return np.ones(self.code.n_tasks)
+
+    def terms(self, task: int) -> Terms:
+        return ((int(task), 1.0),)
+
+    def block(self, key: int) -> Block:
+        """Task ``key``'s coded block: sum_j B[key, j] A_j (sparse stays sparse)."""
+        if key not in self.coded:
+            coef = self.code.B[key]
+            support = np.flatnonzero(coef)
+            total = sum(float(coef[j]) * self.plain[j] for j in support)
+            self.coded[key] = total.tocsr() if self.sparse else np.asarray(total)
+        return self.coded[key]
+
+    def nonzeros(self) -> tuple[float, float]:
+        """Mean non-zeros of a coded task's block, and of a plain partition's block."""
+        def nnz(block: Any) -> int:
+            return int(block.nnz) if self.sparse else int(np.count_nonzero(block))
+        coded = np.mean([nnz(self.block(t)) for t in range(self.code.n_tasks)])
+        return float(coded), float(np.mean([nnz(b) for b in self.plain]))
+
+    def default_chunk_rows(self) -> int:
+        return default_chunk_rows(_row_width(self.plain[0]))
+
+    def theta0(self) -> np.ndarray:
+        x = np.asarray(self.job.start(), dtype=np.float64)
+        if x.shape != (self.dim,):
+            raise ValueError(f"{self.name}.start() has shape {x.shape}; the matrix has "
+                             f"{self.dim} columns")
+        return x
+
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+        """``step`` with y = A @ x reassembled from the blocks (NaN rows for missed blocks)."""
+        y = np.concatenate([decoded[j, : len(r)] for j, r in enumerate(self.rows)])
+        return np.asarray(self.job.step(theta, y), dtype=np.float64)
+
+    def describe(self) -> dict[str, Any]:
+        coded, plain = self.nonzeros()
+        return {"matrix_shape": [self.m, self.dim], "sparse": self.sparse,
+                "matrix_nonzeros": self.nnz, "task_nonzeros": coded, "partition_nonzeros": plain}
+
+
+def coded(job: object, code: Code) -> Coded:
+    """``job`` coded by ``code``; TypeError if it is not a job, ValueError if they do not fit."""
+    if isinstance(job, MatVecJob):
+        return CodedMatVec(job, code)
+    if isinstance(job, GradientJob):
+        return CodedGradient(job, code)
+    raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
+                    "mpicoded.MatVecJob")

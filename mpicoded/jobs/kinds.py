@@ -1,0 +1,94 @@
+"""The two kinds of job a user brings: a gradient job (B applied to results) and a
+matrix-vector job (B applied to data). Subclass one and pass it to ``mpicoded.run``.
+
+A job object is built on every rank by the user's script, so its constructor must be cheap: data
+is loaded in ``blocks`` / ``matrix`` (rank 0 only) or ``load_block`` (on the workers that need it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.sparse import sparray, spmatrix
+
+Matrix = np.ndarray | spmatrix | sparray
+
+
+class GradientJob:
+    """Gradient descent over k data partitions; workers return coded sums of ``compute``.
+
+    Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
+    ``step(theta, total, covered)``; optionally ``loss(theta)``, ``theta0()`` and ``summary``.
+    ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
+    rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
+    their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
+    """
+
+    dim: int
+    additive: bool = True
+
+    def blocks(self, k: int) -> Sequence[Any]:
+        """The k data partitions (picklable), in order. Called on rank 0 only."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither blocks(k) nor "
+                                  "load_block(j, k)")
+
+    def load_block(self, j: int, k: int) -> Any:
+        """Partition j of k, loaded on the worker that needs it (e.g. from shared storage)."""
+        raise NotImplementedError
+
+    def compute(self, block: Any, theta: np.ndarray) -> np.ndarray:
+        """One partition's value at theta, e.g. its partial gradient. Runs on workers."""
+        raise NotImplementedError(f"{type(self).__name__} must define compute(block, theta)")
+
+    def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
+        """The next theta from ``total``, the sum of ``compute`` over the partitions ``covered``
+        (all k for an exact decode, fewer under a tolerance). Runs on rank 0."""
+        raise NotImplementedError(f"{type(self).__name__} must define step(theta, total, covered)")
+
+    def loss(self, theta: np.ndarray) -> float | None:
+        """The training loss at theta on rank 0, or None (not reported)."""
+        return None
+
+    def theta0(self) -> np.ndarray:
+        """Where descent starts: zeros of length ``dim``."""
+        return np.zeros(self.dim)
+
+    def summary(self, theta: np.ndarray) -> str | None:
+        """A few lines the CLI prints about the trained model, or None."""
+        return None
+
+
+class MatVecJob:
+    """An iteration x <- step(x, A @ x) whose products are coded: mpicoded splits A's rows into k
+    blocks, places pre-encoded blocks (B applied to data) and decodes y = A @ x. Needs a code
+    whose target is 'each' (mds, cpgc, ucmmc, mcc; sparse or uncoded with target 'each').
+
+    Define ``matrix()`` (numpy or scipy.sparse, m x d, rank 0 only), ``start()`` and
+    ``step(x, y)``; optionally ``loss(x)`` and ``summary(x)``. Under a tolerance, the rows of y
+    in missed blocks are NaN and ``step`` decides what to do with them.
+    """
+
+    def matrix(self) -> Matrix:
+        raise NotImplementedError(f"{type(self).__name__} must define matrix()")
+
+    def start(self) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must define start()")
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must define step(x, y)")
+
+    def loss(self, x: np.ndarray) -> float | None:
+        return None
+
+    def summary(self, x: np.ndarray) -> str | None:
+        return None
+
+
+AnyJob = GradientJob | MatVecJob
+
+
+def overrides(job: object, method: str, base: type) -> bool:
+    """Whether ``job``'s class defines ``method`` itself rather than inheriting ``base``'s."""
+    return getattr(type(job), method, None) is not getattr(base, method)

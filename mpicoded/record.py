@@ -1,0 +1,138 @@
+"""What a run reports: progress lines on stderr, the metrics records, the final summary table,
+and the saved model."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import TextIO
+
+import numpy as np
+
+from . import checkpoint as ckpt
+from .plan import Plan, job_settings
+from .stream import genie_iteration_time, serve_in_order
+
+
+def save_output(path: str, result, stream: bool) -> None:
+    """The final theta, or for a stream one row a job this run served."""
+    array = np.stack(result.job_thetas) if stream else result.theta
+    ckpt.write_atomically(path, lambda f: np.save(f, array))
+
+
+class Progress:
+    """Rank 0's progress on stderr: a bar redrawn in place on a terminal, else about ten lines
+    a job."""
+
+    def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1) -> None:
+        self.total, self.quiet, self.metrics, self.jobs = total, quiet, metrics, jobs
+        self.every = max(1, total // 10)
+        self.tty = sys.stderr.isatty()
+        self.wall = 0.0
+        self.seen = 0
+        self.purged = 0
+        self.loss: float | None = None
+
+    def job_done(self, job) -> None:
+        if self.metrics is not None:
+            self.metrics.write(json.dumps({"record": "job", **job.__dict__}) + "\n")
+        if not self.quiet and self.jobs > 1:
+            print(f"[mpicoded] job {job.job + 1}/{self.jobs} done: in-order delay "
+                  f"{job.in_order_delay_s:.3f} s, loss {shown(job.final_loss)}",
+                  file=sys.stderr, flush=True)
+
+    def __call__(self, record, loss: float | None) -> None:
+        self.wall += record.wall_s
+        self.seen += 1
+        self.purged += record.purged_tasks
+        self.loss = loss if loss is not None else self.loss
+        if self.metrics is not None:
+            row = {"record": "iteration", **record.__dict__, "loss": loss}
+            self.metrics.write(json.dumps(row) + "\n")
+        done = record.iteration + 1
+        if self.quiet or not (self.tty or done % self.every == 0 or done == self.total):
+            return
+        where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
+        text = (f"{where}iteration {done}/{self.total}  loss {shown(self.loss)}  "
+                f"mean {self.wall / self.seen * 1e3:.1f} ms/it  purged {self.purged}")
+        if self.tty:
+            filled = int(30 * done / self.total)
+            end = "\n" if done == self.total else ""
+            print(f"\r[mpicoded] [{'#' * filled}{'.' * (30 - filled)}] {text}", end=end,
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"[mpicoded] {text}", file=sys.stderr, flush=True)
+
+
+def shown(loss: float | None) -> str:
+    """A loss as progress lines print it; '-' for a job that reports none."""
+    if loss is None:
+        return "-"
+    return f"{loss:.6f}" if loss == 0 or abs(loss) >= 1e-3 else f"{loss:.3e}"
+
+
+def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
+               master_max_pending: int = 0, chunk_rows: int = 0, placed_bytes: int = 0) -> dict:
+    """The final metrics line: config, code, totals and the makespan."""
+    records = result.records
+    wall = [r.wall_s for r in records]
+    return {
+        "record": "run",
+        "config": {k: v for k, v in vars(plan.args).items() if k != "metrics"},
+        "job": {**job_settings(plan.job.job), **plan.job.describe()},
+        "code": plan.code.describe(),
+        "delay": plan.delay.describe(),
+        "n_workers": n_workers,
+        "tolerance_partitions": plan.tolerance,
+        "iterations": len(records),
+        "mean_iteration_s": sum(wall) / len(wall),
+        "makespan_s": result.makespan_s,
+        "job_done_s": result.jobs[-1].done_s if result.jobs else 0.0,
+        "chunk_rows": chunk_rows,
+        "placed_bytes": placed_bytes,
+        "initial_loss": initial_loss,
+        "final_loss": result.losses[-1],
+        **{f"total_{k}": v for k, v in result.totals.items()},
+        "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
+        "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
+        "workers": [{"rank": w + 1, "computed_tasks": c[0], "sent_results": c[1],
+                     "dropped_tasks": c[2]} for w, c in sorted(result.worker_counters.items())],
+        **stream_summary(plan, result),
+        "failed_workers": int(result.totals.get("failed_workers", 0)),
+        "recodes": result.recodes,
+        "master_max_pending_sends": master_max_pending,
+        "master_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "final_theta": [float(v) for v in result.theta] if len(result.theta) <= 1000 else None,
+    }
+
+
+def stream_summary(plan: Plan, result) -> dict:
+    """Jobs, mean in-order delay, and the genie's lower bound for the same realized delays."""
+    delay, code = plan.delay, plan.code
+    genie = [sum(delay.seconds(genie_iteration_time(delay, code.n_workers, j, it,
+                                                    code.n_partitions))
+                 for it in range(plan.args.iterations)) for j in range(len(result.jobs))]
+    bound = serve_in_order(plan.arrivals_s, genie)
+    out = {"jobs": len(result.jobs),
+           "mean_in_order_delay_s": float(np.mean([j.in_order_delay_s for j in result.jobs])),
+           "genie_mean_in_order_delay_s": float(np.mean(bound.delay))}
+    if plan.splitter is not None:
+        out["split"] = plan.splitter.kind
+        out["final_loads"] = [int(k) for k in plan.splitter.loads]
+    return out
+
+
+def summary_table(record: dict) -> str:
+    rows = [
+        ("iterations", f"{record['iterations']}"),
+        ("mean iteration", f"{record['mean_iteration_s'] * 1e3:.1f} ms"),
+        ("job done", f"{record['job_done_s']:.3f} s"),
+        ("makespan", f"{record['makespan_s']:.3f} s"),
+        ("results received", f"{record['total_results_received']:.0f}"),
+        ("stale results dropped", f"{record['total_stale_results']:.0f}"),
+        ("tasks purged", f"{record['total_purged_tasks']:.0f}"),
+        ("loss", f"{shown(record['initial_loss'])} -> {shown(record['final_loss'])}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

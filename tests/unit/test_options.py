@@ -1,0 +1,51 @@
+"""mpicoded.run's options without MPI: the flags' names and defaults, values checked as the flag
+would check them, and ``import mpicoded`` that does not load MPI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from mpicoded.plan import OPTIONS, UsageError, options
+from mpicoded.train import DATA_FLAGS, build_parser, run_options
+
+
+def test_every_run_flag_is_an_option_with_its_default():
+    cli = vars(build_parser().parse_args([]))
+    assert set(OPTIONS) == set(cli) - {"job", *DATA_FLAGS}
+    assert vars(options()) == {name: cli[name] for name in OPTIONS}
+    assert options(**run_options(build_parser().parse_args(["--code", "mds"]))).code == "mds"
+
+
+def test_keywords_are_coerced_like_flags():
+    args = options(code="gfrc", stragglers=3, slow_workers=[2, 4], tolerance=0, no_purge=True,
+                   kill_worker="2@3", metrics=__import__("pathlib").Path("m.jsonl"))
+    assert args.stragglers == 3 and args.slow_workers == [2, 4] and args.tolerance == 0.0
+    assert args.kill_worker == ["2@3"] and args.metrics == "m.jsonl" and args.no_purge is True
+    assert options(slow_workers="1,3").slow_workers == [1, 3]
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"stragler": 3}, "'stragler' is not an option of mpicoded.run; allowed: iterations, code"),
+    ({"code": "turbo"}, r"code='turbo' is not one of \['cpgc'"),
+    ({"iterations": 0}, "iterations=0 is not a valid value: 0 is out of range"),
+    ({"iterations": 2.5}, "iterations=2.5 is not a valid value"),
+    ({"stragglers": True}, "stragglers=True is not a valid value"),
+    ({"quiet": "yes"}, "quiet='yes': expected True or False"),
+    ({"slow_workers": "a"}, "slow_workers='a' is not a valid value"),
+])
+def test_bad_keywords_name_the_option(given, message):
+    with pytest.raises(UsageError, match=message):
+        options(**given)
+    assert issubclass(UsageError, ValueError)
+
+
+def test_import_mpicoded_does_not_load_mpi():
+    code = ("import sys, mpicoded, mpicoded.jobs, mpicoded.plan; "
+            "assert 'mpi4py.MPI' not in sys.modules, 'MPI loaded'; "
+            "assert callable(mpicoded.run) and mpicoded.GradientJob and mpicoded.MatVecJob")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

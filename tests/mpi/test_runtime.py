@@ -210,3 +210,20 @@ def test_worker_exception_is_carried_back_with_its_rank():
     assert info.value.rank == 2 and "ValueError: a bug in compute" in str(info.value)
     master.shutdown()  # every worker, the failed one too, still stops cleanly
     assert master.state.acked == set(range(code.n_workers))
+
+
+class BrokenData(Ridge):
+    """A bug in the user's data loading, on rank 0 before the run starts."""
+
+    def blocks(self, k):
+        raise KeyError("no column 'price'")
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(60)
+def test_a_failure_while_planning_reaches_every_rank():
+    from mpicoded.runtime.api import MasterFailed
+
+    expected = KeyError if MPI.COMM_WORLD.Get_rank() == 0 else MasterFailed
+    with pytest.raises(expected, match="no column 'price'"):
+        mpicoded.run(BrokenData(), code="uncoded", quiet=True)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The one test command: lint, unit tests (no MPI), pytest-mpi tests, end-to-end mpirun tests
-# (the network-namespace ones as root), static checks of docker/, and a real single-node Slurm
-# job (as root with apt; skipped with a message otherwise). Creates .venv with the test and
-# examples extras on first use (the end-to-end tests run every example). Extra arguments go to
-# every pytest run.
+# The one test command: lint, type check (mypy), unit tests (no MPI), pytest-mpi tests, end-to-end
+# mpirun tests (the network-namespace ones as root), static checks of docker/, and a real
+# single-node Slurm job (as root with apt; skipped with a message otherwise). Creates .venv with
+# the test and examples extras on first use (the end-to-end tests run every example). Extra
+# arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,6 +15,9 @@ export PATH=$VENV/bin:$PATH
 
 echo "== ruff"
 "$py" -m ruff check mpicoded tests
+
+echo "== mypy"
+"$py" -m mypy mpicoded
 
 echo "== unit tests (no MPI)"
 "$py" -m pytest -q tests/unit "$@"

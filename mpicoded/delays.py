@@ -8,6 +8,7 @@ workers, so a comparison between them is paired rather than luck. Delays are in 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import numpy as np
 
 DELAY_MODELS = ("none", "seed001", "seed000", "persistent", "compute")
 # paper 000, Section VI: 20 workers, mu_p = 1, 2, 4, 8 and c_p = 2, 1, 0.5, 0.25, five of each
-PAPER000_PROFILE = tuple((mu, c) for mu, c in ((1, 2.0), (2, 1.0), (4, 0.5), (8, 0.25))
-                         for _ in range(5))
+PAPER000_PROFILE: tuple[tuple[float, float], ...] = tuple(
+    (mu, c) for mu, c in ((1, 2.0), (2, 1.0), (4, 0.5), (8, 0.25)) for _ in range(5))
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -168,9 +169,12 @@ def load_profile(spec: str, n_workers: int) -> tuple[tuple[float, float], ...]:
             if path.suffix == ".json":
                 entries = json.loads(path.read_text())
             elif path.suffix == ".toml":
-                import tomllib
+                if sys.version_info >= (3, 11):
+                    import tomllib
 
-                entries = tomllib.loads(path.read_text()).get("worker", [])
+                    entries = tomllib.loads(path.read_text()).get("worker", [])
+                else:  # what the import itself raises before 3.11
+                    raise ModuleNotFoundError("No module named 'tomllib'", name="tomllib")
             else:
                 raise ValueError(f"profile {spec}: unknown format {path.suffix!r}: allowed .json, .toml")
             profile = tuple((float(e["mu"]), float(e.get("c", 0.0))) for e in entries)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -114,9 +114,10 @@ def stream_summary(plan: Plan, result) -> dict:
                                                     code.n_partitions))
                  for it in range(plan.args.iterations)) for j in range(len(result.jobs))]
     bound = serve_in_order(plan.arrivals_s, genie)
-    out = {"jobs": len(result.jobs),
-           "mean_in_order_delay_s": float(np.mean([j.in_order_delay_s for j in result.jobs])),
-           "genie_mean_in_order_delay_s": float(np.mean(bound.delay))}
+    out: dict[str, Any] = {
+        "jobs": len(result.jobs),
+        "mean_in_order_delay_s": float(np.mean([j.in_order_delay_s for j in result.jobs])),
+        "genie_mean_in_order_delay_s": float(np.mean(bound.delay))}
     if plan.splitter is not None:
         out["split"] = plan.splitter.kind
         out["final_loads"] = [int(k) for k in plan.splitter.loads]

@@ -10,6 +10,7 @@ times fed through the same recursion bound the delay from below.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,8 @@ class StreamTimes:
     delay: np.ndarray
 
 
-def serve_in_order(arrivals: np.ndarray, services: np.ndarray) -> StreamTimes:
+def serve_in_order(arrivals: Sequence[float] | np.ndarray,
+                   services: Sequence[float] | np.ndarray) -> StreamTimes:
     """The Lindley recursion D_j = max(D_{j-1}, A_j) + S_j."""
     arrivals, services = np.asarray(arrivals, float), np.asarray(services, float)
     start, done = np.empty_like(arrivals), np.empty_like(arrivals)

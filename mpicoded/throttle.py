@@ -115,7 +115,7 @@ def group_name(key: Key) -> str:
     """The child group of a rank (``rank2``) or of a named host (``h1``)."""
     if isinstance(key, int) and not isinstance(key, bool):
         return f"rank{key}"
-    if not _NAME.fullmatch(key) or key.isdigit():
+    if isinstance(key, bool) or not _NAME.fullmatch(key) or key.isdigit():
         raise ValueError(f"--throttle: {key!r} is not a usable group name")
     return key
 
@@ -243,9 +243,10 @@ class Throttle:
     are known before ``create()``, so a command can be built first.
     """
 
-    def __init__(self, fractions: Mapping[Key, float], controller: Controller | None = None,
-                 name: str | None = None) -> None:
-        self.fractions = {key: check_fraction(f, f"{key}={f}") for key, f in fractions.items()}
+    def __init__(self, fractions: Mapping[int, float] | Mapping[str, float] | Mapping[Key, float],
+                 controller: Controller | None = None, name: str | None = None) -> None:
+        self.fractions: dict[Key, float] = {key: check_fraction(f, f"{key}={f}")
+                                            for key, f in fractions.items()}
         self.names = {key: group_name(key) for key in self.fractions}
         self.controller = controller if controller is not None else find_controller()
         self.path = self.controller.root / (name or f"{GROUP_PREFIX}{os.getpid()}-"

@@ -55,18 +55,21 @@ def uncoded_plan(files: tuple[frozenset[int], ...], n_files: int) -> ShufflePlan
                            for k, n in wants(files, n_files)])
 
 
+def _pair(a: int, b: int) -> tuple[int, int]:
+    """The pair of nodes a, b, smaller first (``tuple(sorted((a, b)))``)."""
+    return (a, b) if a <= b else (b, a)
+
+
 def _pair_counts3(s: dict[tuple[int, int], int]) -> dict[int, Fraction]:
     """x_i for K = 3: pairs broadcast by node i, maximising x_0 + x_1 + x_2."""
     total = sum(s.values())
-    largest = max(s, key=s.get)
+    largest = max(s, key=s.__getitem__)
     if s[largest] <= total - s[largest]:  # case 1: x_i = (S_ij + S_il - S_jl) / 2
-        return {i: Fraction(s[tuple(sorted((i, j)))] + s[tuple(sorted((i, lo)))]
-                            - s[tuple(sorted((j, lo)))], 2)
+        return {i: Fraction(s[_pair(i, j)] + s[_pair(i, lo)] - s[_pair(j, lo)], 2)
                 for i in range(3) for j, lo in [tuple(x for x in range(3) if x != i)]}
     j, lo = largest  # case 2: S_jl too big; j and l pair all of S_ij and S_il with it
     i = 3 - j - lo
-    return {i: Fraction(0), j: Fraction(s[tuple(sorted((i, j)))]),
-            lo: Fraction(s[tuple(sorted((i, lo)))])}
+    return {i: Fraction(0), j: Fraction(s[_pair(i, j)]), lo: Fraction(s[_pair(i, lo)])}
 
 
 def plan_shuffle(files: tuple[frozenset[int], ...], n_files: int) -> ShufflePlan:
@@ -93,7 +96,7 @@ def _plan3(files: tuple[frozenset[int], ...], n_files: int) -> ShufflePlan:
              for pair, ns in two.items()}
     for i in range(3):
         j, lo = (x for x in range(3) if x != i)
-        with_j, with_l = queue[tuple(sorted((i, j)))], queue[tuple(sorted((i, lo)))]
+        with_j, with_l = queue[_pair(i, j)], queue[_pair(i, lo)]
         for _ in range(int(x[i] * packets)):
             plan.transmissions.append(Transmission(i, (with_j.pop(0), with_l.pop(0))))
     for units in queue.values():  # case 2's leftover, sent plain

@@ -63,6 +63,11 @@ class _Matchings:
         self._used.add(name)
 
 
+def _ordered(a: int, b: int) -> tuple[int, int]:
+    """The pair (a, b) smaller first, as ``tuple(sorted((a, b)))``."""
+    return (a, b) if a <= b else (b, a)
+
+
 def _pair_partitions(m: int) -> Iterator[tuple[str, Pairs]]:
     """Perfect matchings of 0..m-1: the paper's v1..v4 first, then {a, c - a mod m} for odd c."""
     half = m // 2
@@ -73,7 +78,7 @@ def _pair_partitions(m: int) -> Iterator[tuple[str, Pairs]]:
     yield "v4", [(i, half + i) for i in range(half)]
     for c in range(1, m, 2):
         if c != m - 1:
-            yield f"r{c}", sorted({tuple(sorted((a, (c - a) % m))) for a in range(m)})
+            yield f"r{c}", sorted({_ordered(a, (c - a) % m) for a in range(m)})
 
 
 # Section 4.1: A(2, :) = [circshift(v1, -1), circshift(v2, -1)], A(3, :) = [circshift(v3, 1),
@@ -174,7 +179,7 @@ def make_mcc(n_workers: int, load: int = 2, seed: int = 0) -> Code:
     else:
         B, cond = mds_matrix(m * r, m, np.random.default_rng(seed))
     schedule = tuple(tuple(range(w * r, (w + 1) * r)) for w in range(m))
-    params = {"load": r, "seed": seed}
+    params: dict[str, float] = {"load": r, "seed": seed}
     if cond is not None:
         params["worst_condition"] = cond
     return Code("mcc", B, schedule, "each", GenericDecoder, params, messages="single")

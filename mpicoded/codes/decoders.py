@@ -47,7 +47,7 @@ class GenericDecoder(Decoder):
         for _ in range(2):  # re-orthogonalise once for stability
             row = row - basis @ (basis.T @ row)
         norm = np.linalg.norm(row)
-        if norm > self._TOL * max(1.0, np.linalg.norm(self.code.B[task])):
+        if norm > self._TOL * max(1.0, float(np.linalg.norm(self.code.B[task]))):
             q = row / norm
             self._basis[:, self._rank] = q
             self._rank += 1
@@ -155,7 +155,9 @@ class IntervalDecoder(Decoder):
                     cost[stop], back[stop] = cost[p], (t, p)
         path, missing, at = [], [], k
         while at:
-            t, prev = back[at]
+            step = back[at]
+            assert step is not None  # every cost is finite: skips alone reach each partition
+            t, prev = step
             if t < 0:
                 missing.append(prev)
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .coded import Coded, coded, job_name, kernel_for
 from .data import Dataset, DatasetError, load, synthetic
 from .kinds import AnyJob, GradientJob, MatVecJob
@@ -11,7 +13,7 @@ from .pagerank import PageRank
 from .power import Power
 from .spec import JobSpecError, build_job
 
-BUILTINS: dict[str, type[GradientJob] | type[MatVecJob]] = {
+BUILTINS: dict[str, Callable[..., AnyJob]] = {  # each takes seed= and its own data flags
     "logreg": LogReg, "linreg": LinReg, "pagerank": PageRank, "power": Power}
 
 __all__ = ["BUILTINS", "AnyJob", "Coded", "Dataset", "DatasetError", "GradientJob", "JobSpecError",

@@ -238,7 +238,7 @@ class CodedMatVec(Coded):
                              f"'each' (mds, cpgc, ucmmc, mcc; sparse or uncoded with target each); "
                              f"{code.name} decodes a sum")
         super().__init__(job, code)
-        A = job.matrix()
+        A: Any = job.matrix()  # numpy or scipy.sparse (untyped): the code below asks self.sparse
         if A.ndim != 2:
             raise ValueError(f"{self.name}.matrix() must be 2-D, has shape {A.shape}")
         self.sparse = sp.issparse(A)

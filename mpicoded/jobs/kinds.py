@@ -8,12 +8,12 @@ is loaded in ``blocks`` / ``matrix`` (rank 0 only) or ``load_block`` (on the wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 from scipy.sparse import sparray, spmatrix
 
-Matrix = np.ndarray | spmatrix | sparray
+Matrix: TypeAlias = np.ndarray | spmatrix | sparray
 
 
 class GradientJob:

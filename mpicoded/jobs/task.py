@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import numpy as np
 
-Block = dict[str, np.ndarray]
+# A block is any picklable object a job's kernel understands: an array, a sparse matrix, a tuple
+# of arrays, a dict... ``Kernel.rows`` and ``Kernel.accumulate`` are what make sense of it.
+Block: TypeAlias = Any
 Terms = tuple[tuple[int, float], ...]  # (block key, coefficient) pairs of one task
 
 CHUNK_ELEMENTS = 1_000_000  # matrix entries a chunk touches: about 1 ms of numpy at full speed

@@ -47,6 +47,7 @@ def main() -> None:
             mine = X.T @ (expit(X @ theta) - y)  # the whole partition at once, by hand
         comm.Gather(mine, gathered, root=0)
         if rank == 0:
+            assert gathered is not None  # rank 0 gathers into it
             theta -= lr * (gathered[1:].sum(axis=0) / args.samples + REG * theta)
     elapsed = time.perf_counter() - start
     if rank == 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from .protocol import Message, Tag
 
@@ -27,7 +28,7 @@ class Inbox:
     iteration under way goes on). ``skipped`` counts the tasks of ITERATEs never started.
     """
 
-    def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[object], None],
+    def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[Any], None],
                  purge: bool = True) -> None:
         self.poll, self.on_setup, self.purge = poll, on_setup, purge
         self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)

@@ -219,7 +219,8 @@ class Master:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
                                           (msg.job, msg.iteration, msg.epoch))
             elif msg.tag == Tag.STOP_ACK:
-                self.counters[src - 1] = tuple(int(v) for v in msg.payload[:3])
+                computed, sent, dropped = (int(v) for v in msg.payload[:3])
+                self.counters[src - 1] = (computed, sent, dropped)
                 if index is not None:
                     self.state.on_stop_ack(index)
             else:
@@ -249,6 +250,7 @@ class Master:
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         if self.splitter is not None:
             cur = self.state.current
+            assert cur is not None and cur.decoded_at is not None  # just decoded
             self.splitter.observe(cur.arrivals, cur.decoded_at,
                                   (cur.job, cur.iteration, self.state.epoch))
         return decoded.record
@@ -299,7 +301,7 @@ class Master:
                 continue  # a second worker's failure changes nothing now: keep draining
         self.outbox.drain()
 
-    def run(self, iterations: int, arrivals_s: Sequence[float] = (0.0,),
+    def run(self, iterations: int, arrivals_s: Sequence[float] | np.ndarray = (0.0,),
             resume: ckpt.Checkpoint | None = None) -> RunResult:
         """Jobs arriving at ``arrivals_s`` (seconds from the start), served in order, each
         ``iterations`` iterations from theta = 0 (or from a checkpoint); then STOP. The makespan
@@ -314,10 +316,14 @@ class Master:
         first_job, first_it = (resume.job, resume.iteration) if resume else (0, 0)
         for job in range(first_job, len(arrivals_s)):
             arrival = arrivals_s[job]
-            self.pump(lambda a=arrival: time.perf_counter() - start >= a)
+
+            def arrived(a: float = arrival) -> bool:
+                return time.perf_counter() - start >= a
+
+            self.pump(arrived)
             began = time.perf_counter() - start
             resumed = resume is not None and job == first_job
-            self.theta = resume.theta.copy() if resumed else self.job.theta0()
+            self.theta = resume.theta.copy() if resume is not None and resumed else self.job.theta0()
             previous: IterationRecord | None = None
             for it in range(first_it if resumed else 0, iterations):
                 self.start_iteration(job, it, self.splitter.schedule() if self.splitter else None)

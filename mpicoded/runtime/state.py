@@ -118,6 +118,12 @@ class MasterState:
                     "failed_workers"):
             self.totals.setdefault(key, 0)
 
+    @property
+    def _live(self) -> set[int]:
+        """``workers``, never None once ``__post_init__`` has filled it in."""
+        assert self.workers is not None
+        return self.workers
+
     def start_iteration(self, job: int, iteration: int, now: float,
                         schedule: tuple[tuple[int, ...], ...] | None = None) -> list[Action]:
         """Open (job, iteration): every worker with tasks gets its list (from ``schedule``, by
@@ -126,24 +132,25 @@ class MasterState:
             raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
                                "is still open: decode it before starting another")
         schedule = self.code.schedule if schedule is None else schedule
-        outstanding = {w: set(schedule[w]) for w in self.workers if schedule[w]}
+        outstanding = {w: set(schedule[w]) for w in self._live if schedule[w]}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
-        died = len(self.workers) < self.code.n_workers
+        died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
             return [Recode(self._dead())]
         return [SendIterate(w, job, iteration, schedule[w], self.epoch) for w in sorted(outstanding)]
 
     def _dead(self) -> frozenset[int]:
-        return frozenset(set(range(self.code.n_workers)) - self.workers)
+        return frozenset(set(range(self.code.n_workers)) - self._live)
 
     def _still_decodable(self) -> bool:
         """Could the results received so far plus everything the living still owe decode?"""
         cur = self.current
+        assert cur is not None  # only asked while an iteration is open
         probe = self.code.decoder(self.tolerance)
         for task in cur.decoder.tasks:
             probe.add(task)
-        for w in self.workers:
+        for w in self._live:
             for task in cur.outstanding.get(w, ()):
                 if probe.add(task):
                     return True
@@ -156,7 +163,7 @@ class MasterState:
         cur = self.current
         if (cur is None or cur.done or (job, iteration, epoch) != (cur.job, cur.iteration,
                                                                      self.epoch)
-                or worker not in self.workers):
+                or worker not in self._live):
             self.stale_results += len(tasks)
             self.totals["stale_results"] += len(tasks)
             return []
@@ -202,9 +209,9 @@ class MasterState:
     def on_worker_failed(self, worker: int) -> list[Action]:
         """A worker died: it gets no more work and its outstanding tasks are lost. If the results
         still to come from the living can no longer decode this iteration, ask for a re-code."""
-        if worker not in self.workers:
+        if worker not in self._live:
             return []
-        self.workers.discard(worker)
+        self._live.discard(worker)
         self.totals["failed_workers"] += 1
         cur = self.current
         if cur is None or cur.done:
@@ -219,11 +226,11 @@ class MasterState:
             return []
         cur.done = True
         return [SendPurge(w, cur.job, cur.iteration, self.epoch)
-                for w in sorted(self.workers) if cur.outstanding.get(w)]
+                for w in sorted(self._live) if cur.outstanding.get(w)]
 
     def stop(self) -> list[Action]:
         """End of the run: every worker is told to stop."""
-        return [SendStop(w) for w in sorted(self.workers)]
+        return [SendStop(w) for w in sorted(self._live)]
 
     def on_stop_ack(self, worker: int) -> None:
         """A worker acknowledged STOP."""
@@ -231,4 +238,4 @@ class MasterState:
 
     @property
     def all_acked(self) -> bool:
-        return self.acked >= self.workers
+        return self.acked >= self._live

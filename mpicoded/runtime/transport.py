@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -135,8 +136,8 @@ def send_object(comm: MPI.Comm, obj: object, dest: int, tag: Tag) -> int:
     return len(data)
 
 
-def _recv_object(comm: MPI.Comm, status: MPI.Status) -> object:
-    """The object ``send_object`` sent, whose probe filled ``status``."""
+def _recv_object(comm: MPI.Comm, status: MPI.Status) -> Any:
+    """The object ``send_object`` sent, whose probe filled ``status`` (whatever was pickled)."""
     buf = bytearray(status.Get_count(MPI.BYTE))
     comm.Recv([buf, MPI.BYTE], source=status.Get_source(), tag=status.Get_tag())
     return pickle.loads(buf)

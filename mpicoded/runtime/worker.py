@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..delays import DelayModel
-from ..jobs import AnyJob, kernel_for
+from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.task import Block, Terms, run_task
 from .inbox import Inbox
 from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
@@ -115,6 +115,7 @@ class Worker:
                                         time.perf_counter() - unsent_since, msg.epoch)
                     self.outbox.send(buf, MASTER, Tag.PROGRESS)
                 return
+            assert value is not None  # a task stopped short was dropped above
             if setup.single_message:
                 done_tasks.append(task)
                 done_values.append(value)
@@ -126,9 +127,11 @@ class Worker:
     def load(self, terms: Terms) -> None:
         """Load the blocks these terms use that this worker does not hold yet (a job whose data
         the master does not ship)."""
+        job = self.job
+        assert isinstance(job, GradientJob)  # only a GradientJob's blocks are remote
         for key, _ in terms:
             if key not in self.setup.blocks:
-                self.setup.blocks[key] = self.job.load_block(key, self.setup.n_partitions)
+                self.setup.blocks[key] = job.load_block(key, self.setup.n_partitions)
 
     def apply(self, setup: WorkerSetup) -> None:
         """A new set-up after failures: a re-split (same epoch) adds the blocks and tasks it may

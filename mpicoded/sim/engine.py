@@ -107,6 +107,7 @@ class Simulator:
             if actions and isinstance(actions[-1], Decoded):
                 if self.splitter is not None:
                     cur = state.current
+                    assert cur is not None and cur.decoded_at is not None  # just decoded
                     self.splitter.observe(cur.arrivals, cur.decoded_at)
                 rec = actions[-1].record
                 return IterationRecord(**{**rec.__dict__,

@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="real-stragglers: CPU quota of the slow rank among 7; default 0.05")
     p.add_argument("--large-fraction", type=float, default=0.25,
                    help="real-stragglers: CPU quota of the 4 slow ranks among 21; default 0.25")
-    p.add_argument("--nodes", type=int, default=110000,
+    p.add_argument("--nodes", type=int, default=120000,
                    help="pagerank: nodes of the synthetic graph (about 10 edges each); default "
-                   "110000 (over a million edges)")
+                   "120000 (about 1.08 million edges)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")

@@ -52,3 +52,16 @@ def test_real_stragglers_bench_runs(tmp_path):
                for runs in (result["small"], result["large"], result["no_spare"])
                for run in runs.values())
     assert "frc: makespan speedup" in done.stdout
+
+
+def test_pagerank_bench_runs(tmp_path):
+    """bench pagerank on a tiny graph: every code runs, the table and the JSON are written, the
+    MDS blocks fill in and the sparse ones do not."""
+    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "pagerank", "--nodes", "3000",
+                           "--iterations", "3", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env=mpi_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads((tmp_path / "pagerank.json").read_text())
+    assert set(runs) == {"uncoded", "mds", "sparse"} and "nnz/task" in done.stdout
+    ratio = {name: r["task_nonzeros"] / r["partition_nonzeros"] for name, r in runs.items()}
+    assert ratio["uncoded"] == pytest.approx(1.0) and ratio["mds"] > 10 and ratio["sparse"] < 3.5

@@ -153,6 +153,14 @@ class Coded:
     def theta0(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def first_iterate(self, value: object, method: str) -> np.ndarray:
+        """What the job's ``method`` returned, checked: a vector of ``dim`` entries."""
+        x = np.asarray(value, dtype=np.float64)
+        if x.shape != (self.dim,):
+            raise ValueError(f"{self.name}.{method}() has shape {x.shape}; expected "
+                             f"({self.dim},)")
+        return x
+
     def update(self, theta: np.ndarray, decoded: np.ndarray,
                missing: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -213,11 +221,7 @@ class CodedGradient(Coded):
         return default_chunk_rows(width)
 
     def theta0(self) -> np.ndarray:
-        theta = np.asarray(self.job.theta0(), dtype=np.float64)
-        if theta.shape != (self.dim,):
-            raise ValueError(f"{self.name}.theta0() has shape {theta.shape}; expected "
-                             f"(dim,) = ({self.dim},)")
-        return theta
+        return self.first_iterate(self.job.theta0(), "theta0")
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with the sum over the partitions the decode covers."""
@@ -286,11 +290,7 @@ class CodedMatVec(Coded):
         return default_chunk_rows(_row_width(self.plain[0]))
 
     def theta0(self) -> np.ndarray:
-        x = np.asarray(self.job.start(), dtype=np.float64)
-        if x.shape != (self.dim,):
-            raise ValueError(f"{self.name}.start() has shape {x.shape}; the matrix has "
-                             f"{self.dim} columns")
-        return x
+        return self.first_iterate(self.job.start(), "start")
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with y = A @ x reassembled from the blocks (NaN rows for missed blocks)."""

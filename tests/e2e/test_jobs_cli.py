@@ -4,86 +4,27 @@
 from __future__ import annotations
 
 import json
-import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mpicoded.launcher import run_mpi
 
-JOB_FILE = '''
-import numpy as np
-import mpicoded
-
-
-class Ridge(mpicoded.GradientJob):
-    """Ridge regression from a seed; defined only in this file."""
-
-    def __init__(self, n=900, dim=7, lam=0.05, lr=0.1):
-        self.n, self.dim, self.lam, self.lr = n, dim, lam, lr
-
-    def data(self):
-        rng = np.random.default_rng(5)
-        X = rng.standard_normal((self.n, self.dim))
-        return X, X @ np.linspace(-2, 2, self.dim) + rng.standard_normal(self.n)
-
-    def blocks(self, k):
-        X, y = self.data()
-        return [(X[r], y[r]) for r in np.array_split(np.arange(self.n), k)]
-
-    def compute(self, block, theta):
-        X, y = block
-        return X.T @ (X @ theta - y)
-
-    def step(self, theta, total, covered):
-        return theta - self.lr * (total / self.n + self.lam * theta)
-
-    def loss(self, theta):
-        X, y = self.data()
-        return float(0.5 * np.mean((X @ theta - y) ** 2))
-
-
-def serial(iterations):
-    job = Ridge()
-    X, y = job.data()
-    theta = np.zeros(job.dim)
-    for _ in range(iterations):
-        theta = job.step(theta, X.T @ (X @ theta - y), None)
-    return theta
-
-
-if __name__ == "__main__":
-    result = mpicoded.run(Ridge(), code="gfrc", stragglers=2, delay="persistent",
-                          task_time=0.002, slow_workers=[2, 5], slow_factor=40, iterations=15,
-                          quiet=True)
-    if result is not None:
-        print("RESULT", json.dumps({"theta": result.theta.tolist(),
-                                    "purged": result.totals["purged_tasks"]}))
-'''.replace("import numpy as np\n", "import json\nimport numpy as np\n", 1)
-
+JOB_FILE = Path(__file__).parents[1] / "ridge_job.py"  # also run as a script: its __main__
 SLOW = ["--code", "gfrc", "--stragglers", "2", "--delay", "persistent", "--task-time", "0.002",
         "--slow-workers", "2,5", "--slow-factor", "40", "--iterations", "15", "--quiet"]
 
 
-@pytest.fixture
-def job_file(tmp_path):
-    path = tmp_path / "myjobs.py"
-    path.write_text(JOB_FILE)
-    sys.path.insert(0, str(tmp_path))
-    yield path
-    sys.path.remove(str(tmp_path))
-    sys.modules.pop("myjobs", None)
-
-
 def serial_theta(iterations):
-    import myjobs
+    from ridge_job import Ridge, serial
 
-    return myjobs.serial(iterations)
+    return serial(Ridge(), iterations)
 
 
-def test_a_job_file_through_the_cli_equals_serial_descent(tmp_path, job_file):
+def test_a_job_file_through_the_cli_equals_serial_descent(tmp_path):
     metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
-    done = run_mpi(7, ["-m", "mpicoded.train", "--job", f"{job_file}:Ridge", *SLOW,
+    done = run_mpi(7, ["-m", "mpicoded.train", "--job", f"{JOB_FILE}:Ridge", *SLOW,
                        "--metrics", str(metrics), "--output", str(out)], timeout=150)
     assert done.returncode == 0, done.output[-3000:]
     run = json.loads(metrics.read_text().splitlines()[-1])
@@ -92,8 +33,8 @@ def test_a_job_file_through_the_cli_equals_serial_descent(tmp_path, job_file):
     assert np.allclose(theta, serial_theta(15), rtol=1e-10, atol=0)
 
 
-def test_a_script_calling_run_equals_serial_descent(job_file):
-    done = run_mpi(7, [str(job_file)], timeout=150)
+def test_a_script_calling_run_equals_serial_descent():
+    done = run_mpi(7, [str(JOB_FILE)], timeout=150)
     assert done.returncode == 0, done.output[-3000:]
     line = next(s for s in done.output.splitlines() if s.startswith("RESULT "))
     got = json.loads(line[len("RESULT "):])

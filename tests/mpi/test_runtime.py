@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ridge_job import Ridge, serial
 
 import mpicoded
 from mpicoded.codes import make_code
@@ -32,42 +33,6 @@ def reference_theta(job, code, iterations):
             if dec.add(t, job.compute(t, theta)):
                 break
         theta = job.update(theta, dec.result(), dec.missing_partitions)
-    return theta
-
-
-class Ridge(mpicoded.GradientJob):
-    """A user's job, defined only here: ridge regression, data made from a seed on rank 0."""
-
-    def __init__(self, n=600, d=6, lam=0.1, lr=0.05):
-        self.n, self.dim, self.lam, self.lr = n, d, lam, lr
-
-    def data(self):
-        rng = np.random.default_rng(21)
-        X = rng.standard_normal((self.n, self.dim))
-        return X, X @ np.linspace(-1, 1, self.dim) + 0.1 * rng.standard_normal(self.n)
-
-    def blocks(self, k):
-        X, y = self.data()
-        return [(X[r], y[r]) for r in np.array_split(np.arange(self.n), k)]
-
-    def compute(self, block, theta):
-        X, y = block
-        return X.T @ (X @ theta - y)
-
-    def step(self, theta, total, covered):
-        return theta - self.lr * (total / self.n + self.lam * theta)
-
-    def loss(self, theta):
-        X, y = self.data()
-        return float(0.5 * np.mean((X @ theta - y) ** 2) + 0.5 * self.lam * theta @ theta)
-
-
-def serial_ridge(job, iterations):
-    """The same step rule, by hand, with the whole data set."""
-    X, y = job.data()
-    theta = np.zeros(job.dim)
-    for _ in range(iterations):
-        theta = job.step(theta, X.T @ (X @ theta - y), None)
     return theta
 
 
@@ -125,7 +90,7 @@ def test_a_users_job_equals_serial_descent_with_stragglers_purged():
                           quiet=True)
     if result is None:
         return
-    expected = serial_ridge(Ridge(), 12)
+    expected = serial(Ridge(), 12)
     assert np.allclose(result.theta, expected, rtol=1e-10, atol=0)
     assert result.totals["purged_tasks"] >= 12  # the slow worker, every iteration
     assert result.losses[-1] == pytest.approx(Ridge().loss(result.theta))
@@ -141,7 +106,7 @@ def test_workers_that_load_their_own_blocks_get_no_data_from_the_master():
                           iterations=4, quiet=True)
     if loaded is None:
         return
-    data_bytes = 20000 * 7 * 8  # X (20000 x 6) and y, as float64
+    data_bytes = 20000 * 8 * 8  # X (20000 x 7) and y, as float64
     assert shipped.record["placed_bytes"] > data_bytes  # each worker got its partitions
     assert loaded.record["placed_bytes"] < 1000 * workers()  # settings and ids, no rows
     assert np.array_equal(loaded.theta, shipped.theta)

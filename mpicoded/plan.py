@@ -384,14 +384,3 @@ def check_writable_dir(folder: str | Path, flag: str, shown: str | None = None) 
             pass
     except OSError as exc:
         raise UsageError(f"{flag} {shown or folder}: cannot be written: {exc.strerror}") from None
-
-
-def placement(plan: Plan) -> tuple[tuple[int, ...], ...]:
-    """Which tasks' data each worker holds: its schedule, or every task for an adaptive split."""
-    if plan.splitter is None:
-        return plan.code.schedule
-    if plan.splitter.kind == "adaptive":
-        return tuple(tuple(range(plan.code.n_tasks)) for _ in range(plan.code.n_workers))
-    return plan.splitter.schedule()
-
-

@@ -120,7 +120,7 @@ def stream_summary(plan: Plan, result) -> dict:
         "genie_mean_in_order_delay_s": float(np.mean(bound.delay))}
     if plan.splitter is not None:
         out["split"] = plan.splitter.kind
-        out["final_loads"] = [int(k) for k in plan.splitter.loads]
+        out["final_loads"] = result.final_loads  # over the survivors after a re-code
     return out
 
 

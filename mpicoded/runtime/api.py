@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from .. import limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
-from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, options, placement, plan_run
+from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, options, plan_run
 from ..record import Progress, run_record, save_output
 
 T = TypeVar("T")
@@ -158,7 +158,7 @@ def _execute(comm, plan: Plan):
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
                     on_iteration=progress, on_job=progress.job_done)
-    master.place(placement(plan))
+    master.place()
     if plan.resume is not None and not args.quiet:
         print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
               f"from {args.checkpoint}", file=sys.stderr, flush=True)

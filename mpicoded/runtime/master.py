@@ -53,6 +53,7 @@ class RunResult:
     recodes: int = 0
     job_thetas: list[np.ndarray] = field(default_factory=list)  # each served job's final theta
     record: dict = field(default_factory=dict)  # the run record (what --metrics ends with)
+    final_loads: list[int] | None = None  # tasks a worker of the load split (None: uniform)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,11 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                        result_size=job.result_size, delay=delay,
                        single_message=code.messages == "single", chunk_rows=chunk_rows,
                        purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch)
+
+
+def task_share(job: Coded, code: Code) -> float:
+    """The share of the data a mean task of ``code`` computes over (its work, relatively)."""
+    return float(job.task_cost().mean()) / code.n_partitions
 
 
 class AllWorkersFailed(RuntimeError):
@@ -125,12 +131,20 @@ class Master:
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
         self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
 
+    def placement(self) -> Sequence[Sequence[int]]:
+        """Which tasks' data each worker holds: its schedule, or every task for an adaptive
+        split (which moves tasks between workers every iteration)."""
+        if self.splitter is None:
+            return self.code.schedule
+        if self.splitter.kind == "adaptive":
+            return [range(self.code.n_tasks)] * self.code.n_workers
+        return self.splitter.schedule()
+
     def place(self, placement: Sequence[Sequence[int]] | None = None) -> None:
         """Send every worker, once, its settings and the payloads of the tasks it may run:
-        ``placement[w]`` (default: its schedule; a split that moves tasks between workers
-        every iteration places every task everywhere)."""
+        ``placement[w]`` (default: ``placement()``)."""
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
-        for w, tasks in enumerate(self.code.schedule if placement is None else placement):
+        for w, tasks in enumerate(self.placement() if placement is None else placement):
             rank = self.ranks[w]
             if rank in self.dead:
                 continue
@@ -226,15 +240,19 @@ class Master:
             else:
                 raise RuntimeError(f"master got an unexpected {msg.tag.name} from rank {src}")
 
-    def start_iteration(self, job: int, iteration: int,
-                        schedule: tuple[tuple[int, ...], ...] | None = None) -> None:
+    def start_iteration(self, job: int, iteration: int) -> None:
+        """Send out (job, iteration) on the split's schedule (or the code's), re-coding first if
+        the living cannot decode it."""
         self.decoded = None
         self.current = (job, iteration)
-        self.execute(self.state.start_iteration(job, iteration, time.perf_counter(), schedule))
-        while self.recode_needed:  # the living cannot decode even before anything was sent
-            self.recode()
+        while True:
+            schedule = self.splitter.schedule() if self.splitter is not None else None
+            self.execute(self.state.start_iteration(job, iteration, time.perf_counter(),
+                                                    schedule))
+            if not self.recode_needed:
+                return
+            self.recode()  # the living cannot decode even before anything was sent
             self.decoded = None
-            self.execute(self.state.start_iteration(job, iteration, time.perf_counter()))
 
     def finish_iteration(self) -> IterationRecord:
         """Wait until the open iteration decodes (re-coding and restarting it if too many
@@ -264,8 +282,12 @@ class Master:
         code = rebuild(self.code, len(live))
         self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
         job = self.job.recoded(code)
+        if self.splitter is not None:  # what is known of the living, for tasks of a new size
+            scale = task_share(job, code) / task_share(self.job, self.code)
+            self.splitter = self.splitter.for_survivors([self.ranks.index(r) for r in live],
+                                                        code.n_tasks, scale)
         totals, epoch = self.state.totals, self.state.epoch + 1
-        self.code, self.job, self.ranks, self.splitter = code, job, live, None
+        self.code, self.job, self.ranks = code, job, live
         self.state = MasterState(code, self.tolerance, purge=self.purge, epoch=epoch,
                                  totals=totals)
         self.recode_needed = False
@@ -326,7 +348,7 @@ class Master:
             self.theta = resume.theta.copy() if resume is not None and resumed else self.job.theta0()
             previous: IterationRecord | None = None
             for it in range(first_it if resumed else 0, iterations):
-                self.start_iteration(job, it, self.splitter.schedule() if self.splitter else None)
+                self.start_iteration(job, it)
                 if previous is not None:
                     self.report(previous)
                 previous = self.finish_iteration()
@@ -339,8 +361,10 @@ class Master:
                 self.on_job(jobs[-1])
         self.shutdown()
         makespan = time.perf_counter() - start
+        loads = None if self.splitter is None else [int(k) for k in self.splitter.loads]
         return RunResult(self.theta, self.records, self.losses, makespan,
-                         dict(self.state.totals), self.counters, jobs, self.recodes, thetas)
+                         dict(self.state.totals), self.counters, jobs, self.recodes, thetas,
+                         final_loads=loads)
 
     def save_checkpoint(self, job: int, next_iteration: int) -> None:
         """Every N iterations: theta and the resume point, written atomically."""

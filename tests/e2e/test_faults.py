@@ -218,3 +218,19 @@ def test_a_dead_worker_s_load_is_split_among_the_living(tmp_path, split):
     assert run["failed_workers"] == 1 and run["recodes"] == 0 and len(its) == 20
     loads = run["final_loads"]
     assert loads[5] == 0 and sum(loads) == 18
+
+
+def test_a_recode_keeps_the_adaptive_split(tmp_path):
+    """4 of 6 workers die at iteration 3 under an adaptive split: the 2 left cannot decode mds
+    K = 12 from their share, so the run re-codes, and goes on split adaptively over the
+    survivors (their estimates carried over) rather than by the new code's fixed schedule."""
+    flags = ["--job", "linreg", "--code", "mds", "--partitions", "12", "--redundancy", "1.5",
+             "--features", "12", "--samples", "600", "--delay", "persistent", "--task-time",
+             "0.005", "--split", "adaptive", "--iterations", "10", "--quiet",
+             *[f"--kill-worker={r}@3" for r in (1, 2, 3, 4)]]
+    its, run, out = train(7, flags, tmp_path, "adaptive-recode")
+    assert run["failed_workers"] == 4 and run["recodes"] == 1 and len(its) == 10
+    assert "re-coded for 2 workers: mds" in out, out[-3000:]
+    assert run["split"] == "adaptive" and len(run["final_loads"]) == 2
+    assert sum(run["final_loads"]) == 18  # the survivors' mds, K = 12, Ω = 1.5
+    assert run["final_loss"] < run["initial_loss"]

@@ -194,3 +194,28 @@ def test_exclude_splits_the_load_among_the_living(kind):
     schedule = split.schedule()
     assert schedule[17] == () and schedule[3] == ()
     assert all(len(tasks) == k for tasks, k in zip(schedule, split.loads, strict=True))
+
+
+def test_a_recoded_adaptive_split_keeps_what_it_learnt_of_the_survivors():
+    """Worker 1 of 3 is 4x slower; after a re-code of workers (0, 1) (worker 2 died) with tasks
+    twice as long, the new split starts from the learnt speeds, scaled, not uniform."""
+    split = Splitter("adaptive", 30, 3)
+    rng = np.random.default_rng(2)
+    for _ in range(15):
+        arrivals = {p: list(np.cumsum(rng.exponential(0.4 if p == 1 else 0.1, split.loads[p])))
+                    for p in range(3)}
+        split.observe(arrivals, decoded_at=max(max(v) for v in arrivals.values() if v))
+    learnt = split._estimates()
+    carried = split.for_survivors([0, 1], n_tasks=12, scale=2.0)
+    assert carried.kind == "adaptive" and carried.n_workers == 2 and carried.loads.sum() == 12
+    assert carried.loads[0] > 2 * carried.loads[1]  # not the uniform 6 / 6
+    assert np.allclose(carried.prior.m, 2.0 * learnt.m[[0, 1]])
+    assert np.array_equal(Splitter("adaptive", 12, 2).loads, [6, 6])  # what it would have been
+
+
+def test_a_recoded_optimal_split_keeps_the_declared_speeds_of_the_survivors():
+    split = Splitter("optimal", 110, 20, paper000())
+    carried = split.for_survivors([0, 19], n_tasks=10, scale=0.5)
+    assert carried.kind == "optimal" and carried.loads.sum() == 10
+    assert np.allclose(carried.declared.m, 0.5 * paper000().m[[0, 19]])
+    assert carried.loads[1] > carried.loads[0]  # worker 19 (mu = 8) is faster than worker 0

@@ -182,28 +182,47 @@ def test_kill_worker_without_ulfm_is_refused(tmp_path):
     assert done.returncode == 2 and "needs Open MPI's fault tolerance" in done.output
 
 
-@pytest.mark.slow
-def test_soak_10000_iterations(tmp_path):
-    """10,000 iterations with random delays and purges: nothing stale decoded (theta equals a
-    serial run's), outstanding sends stay bounded, the master's memory does not grow."""
-    flags = ["--code", "frc", "--stragglers", "1", "--delay", "seed001", "--time-scale", "0.02",
-             "--samples", "600", "--features", "8", "--loss-every", "0", "--quiet"]
-    _, short, _ = train(7, [*flags, "--iterations", "1000"], tmp_path, "short", ft=False,
-                        timeout=600)
-    its, long, _ = train(7, [*flags, "--iterations", "10000"], tmp_path, "long", ft=False,
-                         timeout=1800)
-    assert len(its) == 10000 and long["total_purged_tasks"] > 0
-    assert long["master_max_pending_sends"] <= 3 * 6
-    assert long["master_maxrss_mb"] < short["master_maxrss_mb"] + 25
+SOAK = ["--code", "frc", "--stragglers", "1", "--delay", "seed001", "--time-scale", "0.02",
+        "--samples", "600", "--features", "8", "--loss-every", "0", "--quiet"]
+
+
+def serial_logreg(iterations):
+    """Serial gradient descent on every sample of the soak's data: what exact decoding gives."""
     from mpicoded.jobs import LogReg
 
     job = LogReg(samples=600, features=8, seed=0)
     job.blocks(1)
     theta = np.zeros(8)
-    for _ in range(10000):  # serial gradient descent on every sample: what exact decoding gives
+    for _ in range(iterations):
         full = job.data.X.T @ (1 / (1 + np.exp(-job.data.X @ theta)) - job.data.y)
         theta = job.step(theta, full, np.arange(1))
-    assert np.allclose(long["final_theta"], theta, rtol=1e-6, atol=1e-9)
+    return theta
+
+
+def test_soak_2000_iterations_with_a_worker_killed(tmp_path):
+    """The CI-sized soak: 2,000 iterations with random delays and purges, and a worker killed
+    at iteration 700: nothing stale decoded (theta equals a serial run's), outstanding sends
+    stay bounded."""
+    its, run, _ = train(7, [*SOAK, "--iterations", "2000", "--kill-worker", "3@700"], tmp_path,
+                        "soak", timeout=600)
+    assert len(its) == 2000 and [r["iteration"] for r in its] == list(range(2000))
+    assert run["total_purged_tasks"] > 0 and run["failed_workers"] == 1
+    assert run["master_max_pending_sends"] <= 3 * 6
+    assert np.allclose(run["final_theta"], serial_logreg(2000), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_soak_10000_iterations(tmp_path):
+    """10,000 iterations with random delays and purges: nothing stale decoded (theta equals a
+    serial run's), outstanding sends stay bounded, the master's memory does not grow."""
+    _, short, _ = train(7, [*SOAK, "--iterations", "1000"], tmp_path, "short", ft=False,
+                        timeout=600)
+    its, long, _ = train(7, [*SOAK, "--iterations", "10000"], tmp_path, "long", ft=False,
+                         timeout=1800)
+    assert len(its) == 10000 and long["total_purged_tasks"] > 0
+    assert long["master_max_pending_sends"] <= 3 * 6
+    assert long["master_maxrss_mb"] < short["master_maxrss_mb"] + 25
+    assert np.allclose(long["final_theta"], serial_logreg(10000), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("split", ["adaptive", "optimal"])

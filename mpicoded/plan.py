@@ -303,9 +303,11 @@ def tolerance_partitions(fraction: float, code: Code) -> int:
     return m
 
 
-def plan_run(user_job: object, args: argparse.Namespace, n_workers: int) -> Plan:
+def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
+             append: bool = False) -> Plan:
     """Check the options for ``n_workers`` workers, build the code and code ``user_job`` (its
-    data is read here); UsageError on user errors."""
+    data is read here); UsageError on user errors. ``append``: a new master after a failover
+    goes on writing the metrics file."""
     if n_workers < 1:
         raise UsageError("mpicoded needs at least 2 MPI ranks (a master and a worker), e.g. "
                          "mpirun -n 21 python -m mpicoded.train")
@@ -338,7 +340,7 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int) -> Plan
     kill_at = parse_kills(args.kill_worker, n_workers)
     fingerprint = run_fingerprint(args, n_workers, user_job)
     resume = None
-    if args.resume:
+    if args.resume and not append:
         if not args.checkpoint:
             raise UsageError("--resume needs --checkpoint DIR")
         try:
@@ -360,11 +362,24 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int) -> Plan
     if args.metrics:
         try:
             Path(args.metrics).parent.mkdir(parents=True, exist_ok=True)
-            metrics = open(args.metrics, "w")  # noqa: SIM115 - closed when the run ends
+            # line-buffered: a reader following the file sees each record when it is written
+            metrics = open(args.metrics, "a" if append else "w", buffering=1)  # noqa: SIM115
+            if append and not ends_a_line(args.metrics):  # a line torn by the master's death
+                metrics.write("\n")
         except OSError as exc:
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
     return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics,
                 fingerprint)
+
+
+def ends_a_line(path: str) -> bool:
+    """Whether a file is empty or ends with a newline."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
 
 
 def check_output(path: str) -> None:

@@ -15,6 +15,20 @@ from .plan import Plan, job_settings
 from .stream import genie_iteration_time, serve_in_order
 
 
+def recorded_iterations(path: str, job: int) -> set[int]:
+    """Iterations of ``job`` a metrics file already has records of (a torn last line aside)."""
+    done = set()
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("record") == "iteration" and row.get("job") == job:
+                done.add(int(row["iteration"]))
+    return done
+
+
 def save_output(path: str, result, stream: bool) -> None:
     """The final theta, or for a stream one row a job this run served."""
     array = np.stack(result.job_thetas) if stream else result.theta

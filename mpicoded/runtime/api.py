@@ -15,12 +15,13 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from .. import limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
 from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, options, plan_run
-from ..record import Progress, run_record, save_output
+from ..record import Progress, recorded_iterations, run_record, save_output
 
 T = TypeVar("T")
 
@@ -56,8 +57,7 @@ def run(job: AnyJob, **given: Any):
     comm = world()
     if comm.Get_rank() == 0:
         return _master(comm, job, args)
-    _worker(comm, job)
-    return None
+    return _worker(comm, job, args)
 
 
 def world():
@@ -97,16 +97,78 @@ def _master(comm, job: AnyJob, args):
     return _abort_on_error(comm, lambda: _execute(comm, plan))
 
 
-def _worker(comm, job: AnyJob) -> None:
+def _worker(comm, job: AnyJob, args):
+    """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
+    (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
+    from .failover import fail_over
     from .transport import ProcessesFailed
-    from .worker import serve
+    from .worker import Worker, WorkerSetup, receive_setup
 
-    try:
-        refused = _abort_on_error(comm, lambda: serve(comm, job))
-    except ProcessesFailed:  # only the master talks to a worker: nothing left to do
-        raise MasterDied(f"rank {comm.Get_rank()}: the master (rank 0) died") from None
-    if isinstance(refused, Refusal):
-        raise refused.error()
+    world_rank = comm.Get_rank()
+    failovers = 0
+    worker: Worker | None = None
+    while True:
+        try:
+            if worker is None:
+                setup = _abort_on_error(comm, partial(receive_setup, comm))
+                if isinstance(setup, Refusal):
+                    raise setup.error()
+                if not isinstance(setup, WorkerSetup):  # the run had nothing to do
+                    return None
+                worker = Worker(comm, setup, job)
+            _abort_on_error(comm, worker.run)
+            return None
+        except ProcessesFailed:  # only the master talks to a worker: it is the one gone
+            if not ft_enabled():
+                raise MasterDied(f"rank {world_rank}: the master died") from None
+        outcome = fail_over(comm, world_rank, worker)
+        comm, failovers = outcome.comm, failovers + 1
+        if outcome.is_master:
+            return _take_over(outcome, job, args, failovers)
+        if worker is not None:
+            worker.rebind(comm)
+
+
+def ft_enabled() -> bool:
+    """Whether Open MPI's fault tolerance (ULFM) is on: ranks survive others' deaths."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
+
+
+def _take_over(outcome, job: AnyJob, args, failovers: int):
+    """The new master: plan again (the same options, the metrics appended to), adopt the
+    survivors and go on from the newest iteration someone holds theta for."""
+    from mpi4py import MPI
+
+    from .. import checkpoint as ckpt
+
+    comm = outcome.comm
+    plan = plan_run(job, args, MPI.COMM_WORLD.Get_size() - 1, append=True)  # the first code
+    survivors = {h.world_rank: rank for rank, h in enumerate(outcome.held) if rank > 0}
+    epochs = {h.epoch for h in outcome.held[1:]}
+    point = outcome.resume_point()
+    resume = None
+    if point is not None:
+        (_, job_index, iteration), theta = point
+        resume = ckpt.Checkpoint(job_index, iteration, theta, plan.fingerprint)
+    # workers without a set-up, or holding a re-code's (epoch > 0) data, get new set-ups
+    recode = epochs != {0}
+    where = f"job {resume.job} iteration {resume.iteration}" if resume else "the start"
+    print(f"[mpicoded] the master died; rank {outcome.held[0].world_rank} took over "
+          f"({len(survivors)} workers) and goes on from {where}", file=sys.stderr, flush=True)
+    if plan.metrics is not None:
+        # iterations done whose records died with the old master (it writes iteration t's
+        # after sending iteration t + 1 out)
+        unrecorded = [] if resume is None else sorted(
+            set(range(resume.iteration)) - recorded_iterations(args.metrics, resume.job))
+        plan.metrics.write(json.dumps({
+            "record": "failover", "failover": failovers,
+            "new_master_world_rank": outcome.held[0].world_rank,
+            "workers": len(survivors), "recoded": recode,
+            "resumed_at": None if resume is None else {"job": resume.job,
+                                                        "iteration": resume.iteration},
+            "unrecorded_iterations": unrecorded}) + "\n")
+    adopt = (survivors, max(epochs | {0}), recode)
+    return _abort_on_error(comm, lambda: _execute(comm, plan, resume, adopt, failovers))
 
 
 def _abort_on_error(comm, body: Callable[[], T]) -> T:
@@ -142,12 +204,14 @@ def _banner(plan: Plan, n_workers: int) -> str:
     return line
 
 
-def _execute(comm, plan: Plan):
-    """Rank 0: place, run, report."""
+def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
+    """Rank 0: place, run, report. After a failover (``adopt``: the survivors' comm ranks by
+    world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
+    and the run goes on from ``resume``."""
     from .master import Master
 
     args = plan.args
-    n_workers = comm.Get_size() - 1
+    n_workers = plan.code.n_workers
     progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
     if not args.quiet:
         print(_banner(plan, n_workers), file=sys.stderr, flush=True)
@@ -158,14 +222,22 @@ def _execute(comm, plan: Plan):
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
                     on_iteration=progress, on_job=progress.job_done)
-    master.place()
+    if adopt is None:
+        master.place()
+        resume = plan.resume
+    else:
+        survivors, epoch, recode = adopt
+        master.adopt(survivors, epoch)
+        if recode:
+            master.recode()
     if plan.resume is not None and not args.quiet:
         print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
               f"from {args.checkpoint}", file=sys.stderr, flush=True)
     start_loss = plan.job.loss(master.theta)
-    result = master.run(args.iterations, plan.arrivals_s, plan.resume)
+    result = master.run(args.iterations, plan.arrivals_s, resume)
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
                                master.chunk_rows, master.placed_bytes)
+    result.record["failovers"] = failovers
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()

@@ -72,8 +72,9 @@ class JobRecord:
 def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
                  purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
                  report_progress: bool, epoch: int) -> WorkerSetup:
-    """What the worker on ``rank`` holds: its settings, and the blocks and terms of ``tasks``
-    (only the ids of blocks a job's workers load themselves)."""
+    """What the worker of world rank ``rank`` (its identity: delays are keyed by it) holds: its
+    settings, and the blocks and terms of ``tasks`` (only the ids of blocks a job's workers load
+    themselves)."""
     cost = job.task_cost()
     blocks, terms = job.placement(tasks)
     return WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
@@ -120,6 +121,7 @@ class Master:
         self.outbox = Outbox(comm)
         self.ranks = list(range(1, code.n_workers + 1))
         self.dead: set[int] = set()
+        self.world = {rank: rank for rank in self.ranks}  # comm rank -> world rank (identity)
         self.recodes = 0
         self.theta = job.theta0()
         self.records: list[IterationRecord] = []
@@ -148,8 +150,9 @@ class Master:
             rank = self.ranks[w]
             if rank in self.dead:
                 continue
-            setup = worker_setup(self.code, self.job, self.delay, rank, tasks, self.purge,
-                                 self.kill_at.get(rank), self.chunk_rows, adaptive,
+            world = self.world[rank]
+            setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
+                                 self.kill_at.get(world), self.chunk_rows, adaptive,
                                  self.state.epoch)
             try:
                 self.placed_bytes += send_object(self.comm, setup, rank, Tag.SETUP)
@@ -157,6 +160,21 @@ class Master:
                 if not is_process_failure(exc):
                     raise
                 self.lose(failed_ranks(self.comm) | {rank})
+
+    def adopt(self, survivors: dict[int, int], epoch: int) -> None:
+        """After a failover: code worker w (world rank w + 1) is on the comm rank
+        ``survivors[w + 1]``, or dead (this rank's own old tasks included); the workers hold
+        set-ups of ``epoch``."""
+        self.ranks = [survivors.get(w + 1, -(w + 1)) for w in range(self.code.n_workers)]
+        self.world = {rank: w + 1 for w, rank in enumerate(self.ranks)}
+        self.dead = {rank for rank in self.ranks if rank < 0}
+        self.state = MasterState(self.code, self.tolerance, purge=self.purge, epoch=epoch,
+                                 totals=self.state.totals)
+        for w, rank in enumerate(self.ranks):
+            if rank < 0:
+                self.state.on_worker_failed(w)
+                if self.splitter is not None:
+                    self.splitter.exclude(w)
 
     def execute(self, actions: list[Action]) -> None:
         lost: set[int] = set()

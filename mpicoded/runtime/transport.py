@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -54,6 +56,21 @@ _FAILURE_CLASSES = {getattr(MPI, name) for name in
 
 def is_process_failure(exc: MPI.Exception) -> bool:
     return exc.Get_error_class() in _FAILURE_CLASSES
+
+
+@contextmanager
+def failures_raised(comm: MPI.Comm) -> Iterator[None]:
+    """An MPI error from a dead peer or a revoked communicator, raised as ProcessesFailed."""
+    try:
+        yield
+    except MPI.Exception as exc:
+        if not is_process_failure(exc):
+            raise
+        try:
+            ranks = failed_ranks(comm)
+        except MPI.Exception:  # a revoked communicator may not say whom
+            ranks = set()
+        raise ProcessesFailed(ranks) from None
 
 
 def failed_ranks(comm: MPI.Comm) -> set[int]:
@@ -159,12 +176,8 @@ _STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops
 def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE) -> tuple[Message, int] | None:
     """One pending message (and its source rank) if any, else None. ERROR raises WorkerError; a
     dead rank (under ULFM) raises ProcessesFailed; SETUP carries a pickled object."""
-    try:
+    with failures_raised(comm):
         return _receive(comm, source)
-    except MPI.Exception as exc:
-        if not is_process_failure(exc):
-            raise
-        raise ProcessesFailed(failed_ranks(comm)) from None
 
 
 def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:

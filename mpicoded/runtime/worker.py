@@ -17,7 +17,7 @@ from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.task import Block, Terms, run_task
 from .inbox import Inbox
 from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
-from .transport import Backoff, Outbox, receive, wait_object
+from .transport import Backoff, Outbox, ProcessesFailed, failures_raised, receive, wait_object
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
@@ -56,6 +56,15 @@ class Worker:
         self.outbox = Outbox(comm)
         self.inbox = Inbox(self.poll, self.apply, purge=setup.purge)
         self.computed = self.sent = self.dropped = 0
+        # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
+        self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
+
+    def rebind(self, comm: MPI.Comm) -> None:
+        """Serve a new master on ``comm`` (after a failover): what was queued for the old one,
+        and what it had sent, is gone with it; the data, the set-up and the counters stay."""
+        self.comm = comm
+        self.outbox = Outbox(comm)
+        self.inbox = Inbox(self.poll, self.apply, purge=self.setup.purge)
 
     def poll(self) -> Message | None:
         got = receive(self.comm, source=MASTER)
@@ -81,6 +90,7 @@ class Worker:
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg)
+        self.latest = ((msg.epoch, msg.job, msg.iteration), theta.copy())
         setup = self.setup
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
@@ -161,20 +171,21 @@ class Worker:
             backoff.reset()
             try:
                 self.run_iteration(msg)
+            except ProcessesFailed:  # the master is gone: nobody to report to
+                raise
             except Exception:  # carried back with our rank; the master decides what follows
-                self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
+                with failures_raised(self.comm):
+                    self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
         self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
                            counters=(self.computed, self.sent, self.dropped))
-        self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
+        with failures_raised(self.comm):
+            self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
 
 
-def serve(comm: MPI.Comm, job: AnyJob) -> object:
-    """Receive the set-up from the master, then serve until STOP. Returns None after a run, or
-    what the master sent instead of a set-up when the run ends before it starts."""
-    setup = wait_object(comm, MASTER, Tag.SETUP)
-    if not isinstance(setup, WorkerSetup):
-        return setup
-    Worker(comm, setup, job).run()
-    return None
+def receive_setup(comm: MPI.Comm) -> object:
+    """The master's set-up for this worker, or what it sent instead when the run ends before it
+    starts; ProcessesFailed if the master dies first."""
+    with failures_raised(comm):
+        return wait_object(comm, MASTER, Tag.SETUP)

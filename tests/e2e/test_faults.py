@@ -11,10 +11,10 @@ import random
 import re
 import signal
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import rank_pids
 
 from mpicoded.launcher import finish_mpi, kill_group, run_mpi, start_mpi
 
@@ -74,37 +74,6 @@ def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):
     assert run["failed_workers"] == 4 and run["recodes"] == 1 and len(its) == 8
     assert "re-coded for 4 workers: frc stragglers=1, tolerance 1" in out, out[-3000:]
     assert run["final_loss"] < run["initial_loss"]
-
-
-def parent_pid(pid: int) -> int:
-    """PPid of ``pid`` (0 when it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
-
-
-def rank_pids(proc_pid: int) -> dict[int, int]:
-    """MPI rank -> PID of the python processes started by the mpirun ``proc_pid`` (its own
-    process tree only, never another run's on the same machine)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ancestor = int(entry.name)
-        while ancestor > 1 and ancestor != proc_pid:
-            ancestor = parent_pid(ancestor)
-        if ancestor != proc_pid:
-            continue
-        for var in env:
-            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
-                found[int(var.split(b"=")[1])] = int(entry.name)
-    return found
 
 
 def test_sigkill_a_worker_from_outside(tmp_path, fault_free):
@@ -248,8 +217,10 @@ def test_a_recode_keeps_the_adaptive_split(tmp_path):
              "0.005", "--split", "adaptive", "--iterations", "10", "--quiet",
              *[f"--kill-worker={r}@3" for r in (1, 2, 3, 4)]]
     its, run, out = train(7, flags, tmp_path, "adaptive-recode")
-    assert run["failed_workers"] == 4 and run["recodes"] == 1 and len(its) == 10
-    assert "re-coded for 2 workers: mds" in out, out[-3000:]
-    assert run["split"] == "adaptive" and len(run["final_loads"]) == 2
-    assert sum(run["final_loads"]) == 18  # the survivors' mds, K = 12, Ω = 1.5
+    assert run["failed_workers"] == 4 and run["recodes"] >= 1 and len(its) == 10
+    # the four deaths may be seen at once or in two batches (re-coding for 3, then 2 left)
+    assert re.search(r"re-coded for [23] workers: mds", out), out[-3000:]
+    loads = run["final_loads"]
+    assert run["split"] == "adaptive" and len(loads) in (2, 3)
+    assert sum(loads) == 18 and sum(k > 0 for k in loads) == 2  # mds K = 12, Ω = 1.5
     assert run["final_loss"] < run["initial_loss"]

@@ -161,12 +161,12 @@ def test_worker_exception_is_carried_back_with_its_rank():
     from mpicoded.delays import DelayModel
     from mpicoded.runtime.master import Master
     from mpicoded.runtime.transport import WorkerError
-    from mpicoded.runtime.worker import serve
+    from mpicoded.runtime.worker import Worker, receive_setup
 
     comm = MPI.COMM_WORLD
     code = make_code("uncoded", comm.size - 1)
     if comm.rank != 0:
-        assert serve(comm, Failing()) is None
+        Worker(comm, receive_setup(comm), Failing()).run()  # serves on after its error
         return
     master = Master(comm, code, coded(Failing(), code), DelayModel())
     master.place()

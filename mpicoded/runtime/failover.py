@@ -1,0 +1,59 @@
+"""Master failover under ULFM: when rank 0 dies, the survivors revoke the communicator, shrink
+it, and the lowest living rank becomes the master. Every survivor tells it what it holds (its
+set-up's epoch and the newest ITERATE it started, with its theta); the new master goes on from
+the newest iteration anyone holds theta for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from .worker import Worker
+
+
+@dataclass
+class Held:
+    """What one survivor brings to the failover."""
+
+    world_rank: int  # its rank in the run's first communicator (its identity)
+    epoch: int  # its set-up's epoch, -1 without a set-up
+    latest: tuple[int, int, int] | None  # (epoch, job, iteration) of the newest ITERATE started
+    theta: np.ndarray | None
+
+
+@dataclass
+class Failover:
+    """The outcome, on every survivor: the new communicator and everyone's holdings, by new
+    rank (0 is the new master)."""
+
+    comm: MPI.Comm
+    held: list[Held]
+
+    @property
+    def is_master(self) -> bool:
+        return self.comm.Get_rank() == 0
+
+    def resume_point(self) -> tuple[tuple[int, int, int], np.ndarray] | None:
+        """The newest (epoch, job, iteration) someone started, and the theta it started from."""
+        known = [h for h in self.held if h.latest is not None and h.theta is not None]
+        if not known:
+            return None
+        best = max(known, key=lambda h: h.latest or (-1, -1, -1))
+        assert best.latest is not None and best.theta is not None
+        return best.latest, best.theta
+
+
+def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None) -> Failover:
+    """Collective over the survivors of ``comm``: revoke it (so every survivor notices), shrink
+    it, and share what each one holds."""
+    try:
+        comm.Revoke()
+    except MPI.Exception:  # already revoked by another survivor
+        pass
+    new = comm.Shrink()
+    latest, theta = (None, None) if worker is None or worker.latest is None else worker.latest
+    mine = Held(world_rank, worker.setup.epoch if worker is not None else -1, latest, theta)
+    return Failover(new, new.allgather(mine))

@@ -1,0 +1,79 @@
+"""The master's death. Under ULFM the survivors shrink the communicator and the lowest living
+rank becomes the master: the run ends with every iteration done and the fault-free theta.
+Without it, every rank is gone within seconds, the dead master named, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+from processes import rank_pids
+
+from mpicoded.launcher import finish_mpi, kill_group, run_mpi, start_mpi
+
+# frc, s = 1, groups {1, 2} {3, 4} {5, 6} by rank: rank 1 leaves its group to become the master,
+# and rank 4, 5x slower, stays skippable (rank 3 covers for it), so the run keeps its pace
+FLAGS = ["-m", "mpicoded.train", "--code", "frc", "--stragglers", "1", "--delay", "persistent",
+         "--task-time", "0.01", "--slow-workers", "4", "--slow-factor", "5", "--samples", "6000",
+         "--features", "20", "--iterations", "80", "--quiet"]
+
+
+def kill_master(tmp_path, ft, after=10):
+    """Run FLAGS on 7 ranks; SIGKILL rank 0 once ``after`` iterations are in the metrics.
+    Returns the run's output, the metrics rows, the seconds from the start, and from the
+    kill, to the end."""
+    metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
+    start = time.monotonic()
+    proc = start_mpi(7, [*FLAGS, "--metrics", str(metrics), "--output", str(out)], ft=ft)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if metrics.exists() and metrics.read_text().count('"record": "iteration"') >= after:
+                break
+            time.sleep(0.02)
+        os.kill(rank_pids(proc.pid)[0], signal.SIGKILL)
+        killed = time.monotonic()
+        done = finish_mpi(proc, timeout=120)
+    finally:
+        kill_group(proc)
+    end = time.monotonic()
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return done, rows, end - start, end - killed
+
+
+def test_the_run_survives_its_masters_death(tmp_path):
+    done, rows, elapsed, _ = kill_master(tmp_path, ft=True)
+    assert done.returncode == 0, done.output[-3000:]
+    assert "the master died; rank 1 took over (5 workers)" in done.output, done.output[-3000:]
+    assert "Traceback" not in done.output
+    failover = [r for r in rows if r["record"] == "failover"]
+    assert len(failover) == 1 and failover[0]["new_master_world_rank"] == 1
+    resumed = failover[0]["resumed_at"]["iteration"]
+    assert resumed >= 10
+    recorded = {r["iteration"] for r in rows if r["record"] == "iteration"}
+    lost = set(failover[0]["unrecorded_iterations"])
+    assert recorded | lost == set(range(80)) and len(lost) <= 1  # every iteration done
+    run = rows[-1]
+    assert run["record"] == "run" and run["failovers"] == 1 and run["iterations"] == 80 - resumed
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    start = time.monotonic()
+    ref = run_mpi(7, [*FLAGS, "--output", str(reference / "theta.npy")], timeout=120)
+    ref_elapsed = time.monotonic() - start
+    assert ref.returncode == 0, ref.output[-3000:]
+    theta, expected = np.load(tmp_path / "theta.npy"), np.load(reference / "theta.npy")
+    assert np.allclose(theta, expected, rtol=1e-9, atol=0)
+    assert run["final_theta"] == theta.tolist()
+    iteration = ref_elapsed / 80  # generous: start-up included
+    assert elapsed - ref_elapsed < 3.0 + iteration, (elapsed, ref_elapsed)
+
+
+def test_without_ulfm_a_dead_master_ends_every_rank_quickly(tmp_path):
+    done, _, _, after_kill = kill_master(tmp_path, ft=False)
+    assert done.returncode != 0
+    assert "process rank 0" in done.output and "signal 9" in done.output, done.output[-3000:]
+    assert "Traceback" not in done.output
+    assert after_kill < 5.0

@@ -180,7 +180,12 @@ def _abort_on_error(comm, body: Callable[[], T]) -> T:
         return body()
     except ProcessesFailed:
         raise
-    except (WorkerError, AllWorkersFailed) as exc:
+    except AllWorkersFailed as exc:
+        print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
+        if ft_enabled():  # nobody left to end; and ULFM's mpirun would report Abort as status 0
+            sys.stdout.flush()
+            os._exit(1)
+    except WorkerError as exc:
         print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
     except Exception:
         print(f"mpicoded: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",

@@ -77,3 +77,13 @@ def test_without_ulfm_a_dead_master_ends_every_rank_quickly(tmp_path):
     assert "process rank 0" in done.output and "signal 9" in done.output, done.output[-3000:]
     assert "Traceback" not in done.output
     assert after_kill < 5.0
+
+
+def test_every_worker_dead_ends_the_run_with_one_line():
+    done = run_mpi(3, ["-m", "mpicoded.train", "--code", "uncoded", "--delay", "none",
+                       "--iterations", "20", "--samples", "600", "--kill-worker", "1@2",
+                       "--kill-worker", "2@2", "--quiet"], timeout=120, ft=True)
+    assert done.returncode != 0
+    assert "mpicoded: every worker has failed: the job cannot go on" in done.output, \
+        done.output[-3000:]
+    assert "Traceback" not in done.output

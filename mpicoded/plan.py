@@ -122,6 +122,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "iteration IT (of the first job; RANK@JOB:IT for another) or, having skipped "
                    "it as superseded, a later one; repeatable; needs ULFM (launch/local.sh --ft, "
                    "or mpirun --with-ft ulfm)")
+    g.add_argument("--iteration-timeout", type=float, default=None, metavar="SECONDS",
+                   help="treat a worker that owes an iteration results and has sent none in "
+                   "SECONDS as failed (no ULFM needed): the straggler detector of last resort; "
+                   "default none")
     g.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="write theta and the resume point to DIR atomically")
     g.add_argument("--checkpoint-every", type=positive_int, default=10, metavar="N",
@@ -274,7 +278,7 @@ def job_settings(job: object) -> dict[str, Any]:
 def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> str:
     """The settings a checkpoint belongs to (output and fault-injection options may differ)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
-            "kill_worker", "iterations", "output"}
+            "kill_worker", "iterations", "output", "iteration_timeout"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in vars(args).items() if k not in free}})
 
@@ -313,6 +317,9 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
                          "mpirun -n 21 python -m mpicoded.train")
     if args.loss_every < 0:
         raise UsageError(f"--loss-every {args.loss_every} is out of range: allowed >= 0")
+    if args.iteration_timeout is not None and not args.iteration_timeout > 0:
+        raise UsageError(f"--iteration-timeout {args.iteration_timeout} is out of range: "
+                         "allowed > 0")
     if args.chunk_rows is not None and args.chunk_rows < 0:
         raise UsageError(f"--chunk-rows {args.chunk_rows} is out of range: allowed >= 0")
     bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]

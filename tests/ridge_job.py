@@ -2,6 +2,8 @@
 the end-to-end tests run it by ``--job tests/ridge_job.py:Ridge`` and as a script."""
 
 import json
+import os
+import time
 
 import numpy as np
 
@@ -33,6 +35,16 @@ class Ridge(mpicoded.GradientJob):
     def loss(self, theta):
         X, y = self.data()
         return float(0.5 * np.mean((X @ theta - y) ** 2) + 0.5 * self.lam * theta @ theta)
+
+
+class HangingRidge(Ridge):
+    """The same job, but world rank 2 hangs in its first task for ever (a deadlock in user
+    code: no chunk boundary, no purge can reach it)."""
+
+    def compute(self, block, theta):
+        if os.environ.get("OMPI_COMM_WORLD_RANK") == "2":
+            time.sleep(10**6)
+        return super().compute(block, theta)
 
 
 def serial(job, iterations):

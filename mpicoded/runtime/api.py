@@ -226,6 +226,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
+                    iteration_timeout=args.iteration_timeout,
                     on_iteration=progress, on_job=progress.job_done)
     if adopt is None:
         master.place()
@@ -243,9 +244,14 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
                                master.chunk_rows, master.placed_bytes)
     result.record["failovers"] = failovers
+    result.record["timed_out_workers"] = sorted(master.timed_out)
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()
     if args.output is not None:
         save_output(args.output, result, stream=args.jobs > 1)
+    if master.unstopped:  # hung: only ending the job ends them (results are written)
+        print(f"mpicoded: worker rank(s) {master.unstopped} timed out and never acknowledged "
+              "STOP; ending the job", file=sys.stderr, flush=True)
+        comm.Abort(1)
     return result

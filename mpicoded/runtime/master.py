@@ -108,6 +108,7 @@ class Master:
                  splitter: Splitter | None = None, chunk_rows: int | None = None,
                  kill_at: dict[int, tuple[int, int]] | None = None,
                  checkpoint: tuple[str, int, str] | None = None,
+                 iteration_timeout: float | None = None,
                  on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
                  on_job: Callable[[JobRecord], None] | None = None) -> None:
         self.comm, self.code, self.job, self.delay = comm, code, job, delay
@@ -116,6 +117,9 @@ class Master:
         self.chunk_rows = job.default_chunk_rows() if chunk_rows is None else chunk_rows
         self.kill_at = kill_at or {}
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
+        self.iteration_timeout = iteration_timeout
+        self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe hung
+        self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
@@ -276,9 +280,13 @@ class Master:
         """Wait until the open iteration decodes (re-coding and restarting it if too many
         workers die); step theta; let the splitter learn."""
         while True:
-            self.pump(lambda: self.decoded is not None or self.recode_needed)
+            self.pump(lambda: self.decoded is not None or self.recode_needed or bool(self.silent()))
             if self.decoded is not None:
                 break
+            if not self.recode_needed:  # workers silent past --iteration-timeout
+                self.time_out(self.silent())
+                if not self.recode_needed:
+                    continue
             self.recode()
             self.start_iteration(*self.current)
         decoded = self.decoded
@@ -290,6 +298,20 @@ class Master:
             self.splitter.observe(cur.arrivals, cur.decoded_at,
                                   (cur.job, cur.iteration, self.state.epoch))
         return decoded.record
+
+    def silent(self) -> list[int]:
+        """Code workers silent past the iteration timeout (none without one)."""
+        if self.iteration_timeout is None:
+            return []
+        return self.state.silent(time.perf_counter(), self.iteration_timeout)
+
+    def time_out(self, workers: list[int]) -> None:
+        """Treat workers silent too long as failed (they may be alive: hung, or very slow)."""
+        ranks = {self.ranks[w] for w in workers}
+        print(f"[mpicoded] worker rank(s) {sorted(ranks)} sent nothing in "
+              f"{self.iteration_timeout:g} s (--iteration-timeout)", file=sys.stderr, flush=True)
+        self.timed_out |= ranks
+        self.lose(ranks)
 
     def recode(self) -> None:
         """Abandon the open iteration and re-build the code, and the data, for the survivors."""
@@ -333,12 +355,19 @@ class Master:
         Also the way out after a WorkerError: the failed worker is still serving and acks too.
         """
         self.execute(self.state.stop())
+        for rank in sorted(self.timed_out):  # alive, maybe: told to stop too, awaited briefly
+            self.outbox.send(pack_control(), rank, Tag.STOP)
         while True:
             try:
                 self.pump(lambda: self.state.all_acked)
                 break
             except WorkerError:
                 continue  # a second worker's failure changes nothing now: keep draining
+        if self.timed_out:
+            grace = time.perf_counter() + max(5.0, self.iteration_timeout or 0.0)
+            self.pump(lambda: self.timed_out <= {r + 1 for r in self.counters}
+                      or time.perf_counter() > grace)
+            self.unstopped = sorted(self.timed_out - {r + 1 for r in self.counters})
         self.outbox.drain()
 
     def run(self, iterations: int, arrivals_s: Sequence[float] | np.ndarray = (0.0,),

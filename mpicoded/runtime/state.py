@@ -219,6 +219,15 @@ class MasterState:
         cur.outstanding.pop(worker, None)
         return [] if self._still_decodable() else [Recode(self._dead())]
 
+    def silent(self, now: float, timeout: float) -> list[int]:
+        """Workers that owe the open iteration results and have sent none in ``timeout`` seconds
+        since it started (``--iteration-timeout``: treated as failed)."""
+        cur = self.current
+        if cur is None or cur.done or now - cur.started < timeout:
+            return []
+        return sorted(w for w, tasks in cur.outstanding.items()
+                      if tasks and w in self._live and not cur.arrivals.get(w))
+
     def abandon(self) -> list[Action]:
         """Give up the open iteration (to re-code): purge every living worker still on it."""
         cur = self.current

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 from processes import rank_pids
@@ -87,3 +88,45 @@ def test_every_worker_dead_ends_the_run_with_one_line():
     assert "mpicoded: every worker has failed: the job cannot go on" in done.output, \
         done.output[-3000:]
     assert "Traceback" not in done.output
+
+
+RIDGE = Path(__file__).parents[1] / "ridge_job.py"
+
+
+def test_iteration_timeout_drops_a_silent_worker_without_ulfm(tmp_path):
+    """Uncoded (no redundancy), rank 3 takes 20 s a task: after 1 s of silence it is treated
+    as failed, the survivors are re-coded, and the run ends exact; the slow rank, alive, stops
+    when told to."""
+    flags = ["-m", "mpicoded.train", "--code", "uncoded", "--delay", "persistent",
+             "--task-time", "0.01", "--samples", "2000", "--features", "8", "--iterations", "6",
+             "--quiet"]
+    metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
+    done = run_mpi(5, [*flags, "--slow-workers", "3", "--slow-factor", "2000",
+                       "--iteration-timeout", "1", "--metrics", str(metrics), "--output",
+                       str(out)], timeout=120)
+    assert done.returncode == 0, done.output[-3000:]
+    assert "worker rank(s) [3] sent nothing in 1 s (--iteration-timeout)" in done.output
+    run = json.loads(metrics.read_text().splitlines()[-1])
+    assert run["timed_out_workers"] == [3] and run["recodes"] == 1 and run["iterations"] == 6
+    assert run["makespan_s"] < 10  # not 6 slow tasks of 20 s
+    ref = run_mpi(5, [*flags, "--output", str(tmp_path / "ref.npy")], timeout=120)
+    assert ref.returncode == 0, ref.output[-3000:]
+    assert np.allclose(np.load(out), np.load(tmp_path / "ref.npy"), rtol=1e-9, atol=0)
+
+
+def test_a_hung_worker_cannot_hang_the_run(tmp_path):
+    """Rank 2 hangs inside a task for ever: the iteration timeout drops it, the run finishes
+    and writes its output, then ends the job (the hung rank would never exit) with one line."""
+    out = tmp_path / "theta.npy"
+    start = time.monotonic()
+    done = run_mpi(4, ["-m", "mpicoded.train", "--job", f"{RIDGE}:HangingRidge", "--code",
+                       "uncoded", "--delay", "none", "--iterations", "3",
+                       "--iteration-timeout", "1", "--output", str(out), "--quiet"],
+                   timeout=120)
+    assert done.returncode != 0
+    assert "worker rank(s) [2] timed out and never acknowledged STOP; ending the job" in \
+        done.output, done.output[-3000:]
+    assert time.monotonic() - start < 60
+    from ridge_job import Ridge, serial
+
+    assert np.allclose(np.load(out), serial(Ridge(), 3), rtol=1e-10, atol=0)

@@ -168,3 +168,14 @@ def test_every_result_in_without_a_decode_asks_for_a_recode():
     actions = state.on_result(1, 0, 0, [1], value(code, 1, f), now=0.3)
     assert len(actions) == 1 and isinstance(actions[0], Recode)
     assert actions[0].dead == frozenset() and "cannot decode" in actions[0].reason
+
+
+def test_silent_workers_are_those_owing_results_and_sending_none():
+    code = make_code("uncoded", 3)
+    state = MasterState(code)
+    state.start_iteration(0, 0, now=0.0)
+    assert state.silent(now=0.5, timeout=1.0) == []  # not yet
+    state.on_result(1, 0, 0, [1], [np.ones(2)], now=0.2)
+    assert state.silent(now=1.5, timeout=1.0) == [0, 2]  # 1 answered
+    state.on_worker_failed(2)
+    assert state.silent(now=1.5, timeout=1.0) == [0]  # 2 is already gone

@@ -8,13 +8,15 @@
 # when RANKS exceeds the cores, one BLAS thread a rank, root allowed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+usage() { echo "launch/local.sh: $1" >&2; exit 2; }
 ranks=21
 opts=()
 while [[ $# -gt 0 ]]; do
   case $1 in
-    -n) ranks=${2:?"-n needs a number of ranks"}; shift 2 ;;
+    -n) [[ $# -ge 2 ]] || usage "-n needs a number of ranks"; ranks=$2; shift 2 ;;
     --ft) opts+=(--ft); shift ;;
-    --throttle) opts+=(--throttle "${2:?"--throttle needs RANK=FRACTION[,...]"}"); shift 2 ;;
+    --throttle) [[ $# -ge 2 ]] || usage "--throttle needs RANK=FRACTION[,...]"
+                opts+=(--throttle "$2"); shift 2 ;;
     --throttle=*) opts+=("$1"); shift ;;
     *) break ;;
   esac

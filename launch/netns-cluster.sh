@@ -50,7 +50,7 @@ slow_link() {  # HOST:RATE, e.g. h1:20mbit
 }
 
 run() {
-  local ranks=${1:?"run needs a number of ranks"} n ft=() hostfile throttle="" groups="" join=()
+  local ranks=${1:-} n ft=() hostfile throttle="" groups="" join=()
   local item host
   [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "netns-cluster: run RANKS [flags...]: RANKS must be a number of ranks, got '$ranks'" >&2; exit 2; }
   shift
@@ -59,7 +59,8 @@ run() {
       --ft) ft=(--with-ft ulfm --mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5
                 --mca mpi_ft_detector_timeout 2); shift ;;
       --slow-link) slow_link "$2"; shift 2 ;;
-      --throttle) throttle=${2:?"--throttle needs HOST=FRACTION[,...]"}; shift 2 ;;
+      --throttle) [[ $# -ge 2 ]] || { echo "netns-cluster: --throttle needs HOST=FRACTION[,...]" >&2; exit 2; }
+                  throttle=$2; shift 2 ;;
       --throttle=*) throttle=${1#--throttle=}; shift ;;
       *) break ;;
     esac

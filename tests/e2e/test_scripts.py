@@ -1,0 +1,30 @@
+"""Usage errors of the launch/ scripts: one line naming the problem, exit status 2, before
+anything starts (no venv install, no mpirun)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("script", "args", "message"), [
+    ("local.sh", ["-n"], "launch/local.sh: -n needs a number of ranks"),
+    ("local.sh", ["--throttle"], "launch/local.sh: --throttle needs RANK=FRACTION[,...]"),
+    ("local.sh", ["-n", "x"], "mpicoded.launcher: error: -n 'x': expected a number of ranks"),
+    ("local.sh", ["--throttle", "3=2"], "FRACTION must be a share of one core in [0.001, 1]"),
+    ("netns-cluster.sh", ["run", "x"], "RANKS must be a number of ranks, got 'x'"),
+    ("netns-cluster.sh", ["run", "3", "--throttle"], "--throttle needs HOST=FRACTION[,...]"),
+])
+def test_launch_usage_errors_are_one_line_exit_2(script, args, message):
+    if script == "netns-cluster.sh" and os.geteuid() != 0:
+        pytest.skip("netns-cluster.sh is for root only")
+    done = subprocess.run([str(ROOT / "launch" / script), *args], capture_output=True,
+                          text=True, timeout=120)
+    lines = [s for s in done.stderr.splitlines() if s.strip() and not s.startswith("[mpicoded]")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1 and message in lines[0], done.stderr[-2000:]

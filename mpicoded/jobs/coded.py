@@ -74,6 +74,7 @@ def kernel_for(job: AnyJob) -> Kernel:
                         "mpicoded.MatVecJob")
     chunked = bool(job.additive)
     name = job_name(job)
+    with_loss = overrides(job, "block_loss", GradientJob)
 
     def rows(block: Block) -> int:
         return _rows(block) if chunked else 1
@@ -82,9 +83,13 @@ def kernel_for(job: AnyJob) -> Kernel:
                    out: np.ndarray) -> None:
         part = _take(block, start, stop) if chunked and _arrays(block) is not None else block
         value = np.asarray(job.compute(part, theta), dtype=np.float64).reshape(-1)
-        if value.size != out.size:
+        dim = out.size - int(with_loss)
+        if value.size != dim:
             raise ValueError(f"{name}.compute returned {value.size} values; expected dim = "
-                             f"{out.size}")
+                             f"{dim}")
+        if with_loss:  # the partition's loss share rides in the last entry, coded alike
+            out[-1] += coef * float(job.block_loss(part, theta))
+            out = out[:-1]
         out += value if coef == 1.0 else coef * value
 
     return Kernel(rows=rows, accumulate=accumulate)
@@ -110,6 +115,8 @@ class Coded:
 
     result_size: int
     dim: int
+    free_loss = False  # the loss is decoded with the results (``decoded_loss``)
+    decoded_loss: float | None = None  # the loss at the theta the last update started from
 
     def recoded(self, code: Code) -> Coded:
         """The same job under another code (after workers died)."""
@@ -184,7 +191,8 @@ class CodedGradient(Coded):
         super().__init__(job, code)
         k = code.n_partitions
         self.dim = int(job.dim)
-        self.result_size = self.dim
+        self.free_loss = overrides(job, "block_loss", GradientJob)
+        self.result_size = self.dim + self.free_loss
         self._remote = not overrides(job, "blocks", GradientJob)
         if self._remote and not overrides(job, "load_block", GradientJob):
             raise ValueError(f"{self.name} defines neither blocks(k) nor load_block(j, k)")
@@ -227,6 +235,9 @@ class CodedGradient(Coded):
         """``step`` with the sum over the partitions the decode covers."""
         covered = np.setdiff1d(np.arange(self.code.n_partitions), missing)
         total = decoded if self.code.target == "sum" else decoded[covered].sum(axis=0)
+        if self.free_loss:
+            self.decoded_loss = float(self.job.combine_loss(theta, float(total[-1]), covered))
+            total = total[:-1]
         return np.asarray(self.job.step(theta, total, covered), dtype=np.float64)
 
 

@@ -20,7 +20,8 @@ class GradientJob:
     """Gradient descent over k data partitions; workers return coded sums of ``compute``.
 
     Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
-    ``step(theta, total, covered)``; optionally ``loss(theta)``, ``theta0()`` and ``summary``.
+    ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
+    with ``combine_loss`` (the loss decoded with the gradient), ``theta0()`` and ``summary``.
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -50,6 +51,17 @@ class GradientJob:
     def loss(self, theta: np.ndarray) -> float | None:
         """The training loss at theta on rank 0, or None (not reported)."""
         return None
+
+    def block_loss(self, block: Any, theta: np.ndarray) -> float:
+        """Optional: a partition's share of the loss at theta (a sum over its rows when
+        ``additive``). When defined, workers return it coded beside ``compute``'s value and the
+        master decodes the loss with the gradient, never touching the data."""
+        raise NotImplementedError
+
+    def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
+        """The loss at theta from ``total``, the sum of ``block_loss`` over the partitions in
+        ``covered`` (all k, or fewer under a tolerance); default: the sum itself."""
+        return float(total)
 
     def theta0(self) -> np.ndarray:
         """Where descent starts: zeros of length ``dim``."""

@@ -23,6 +23,15 @@ class LinReg(SampleJob):
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
         return theta - self.step_size * total / max(1, self.rows_covered(covered))
 
+    def block_loss(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> float:
+        """Half the partition's summed squared residuals: decoded with the gradient."""
+        X, y = block
+        r = X @ theta - y
+        return 0.5 * float(r @ r)
+
+    def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
+        return total / max(1, self.rows_covered(covered))
+
     def loss(self, theta: np.ndarray) -> float:
         r = self.data.X @ theta - self.data.y
         return float(0.5 * np.mean(r * r))

@@ -37,6 +37,15 @@ class LogReg(SampleJob):
         gradient = total / max(1, self.rows_covered(covered)) + REG * theta
         return theta - self.step_size * gradient
 
+    def block_loss(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> float:
+        """The partition's summed log-loss: decoded with the gradient, the loss comes free."""
+        X, y = block
+        z = X @ theta
+        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+
+    def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
+        return total / max(1, self.rows_covered(covered)) + 0.5 * REG * float(theta @ theta)
+
     def loss(self, theta: np.ndarray) -> float:
         z = self.data.X @ theta
         logloss = np.mean(np.logaddexp(0.0, z) - self.data.y * z)

@@ -338,11 +338,16 @@ class Master:
               file=sys.stderr, flush=True)
         self.place()  # a death while re-placing is found here or by the next iteration
 
-    def report(self, record: IterationRecord, last: bool = False) -> float | None:
-        """Record an iteration with the loss of the theta it produced (every ``loss_every``-th
-        iteration, and a job's last: the loss costs a pass over all the data on rank 0)."""
+    def report(self, record: IterationRecord, last: bool = False,
+               decoded: float | None = None) -> float | None:
+        """Record an iteration with the loss of the theta it produced: ``decoded`` with the next
+        iteration's results for a job whose workers return their loss, else computed here
+        every ``loss_every``-th iteration and at a job's last (a pass over all the data on
+        rank 0)."""
+        loss = decoded
         due = self.loss_every and (record.iteration + 1) % self.loss_every == 0
-        loss = self.job.loss(self.theta) if due or last else None
+        if loss is None and (last or (due and not self.job.free_loss)):
+            loss = self.job.loss(self.theta)
         self.records.append(record)
         self.losses.append(loss)
         if self.on_iteration is not None:
@@ -393,14 +398,23 @@ class Master:
             began = time.perf_counter() - start
             resumed = resume is not None and job == first_job
             self.theta = resume.theta.copy() if resume is not None and resumed else self.job.theta0()
-            previous: IterationRecord | None = None
+            previous: IterationRecord | None = None  # decoded, its loss not known yet
+            ready: tuple[IterationRecord, float | None] | None = None  # to report
             for it in range(first_it if resumed else 0, iterations):
                 self.start_iteration(job, it)
-                if previous is not None:
-                    self.report(previous)
-                previous = self.finish_iteration()
+                if ready is not None:  # while the workers compute
+                    self.report(ready[0], decoded=ready[1])
+                    ready = None
+                record = self.finish_iteration()
+                if not self.job.free_loss:
+                    ready = (record, None)  # its loss from theta now, on rank 0
+                elif previous is not None:  # this decode carried the loss of previous' theta
+                    ready = (previous, self.job.decoded_loss)
+                previous = record
                 self.save_checkpoint(job, it + 1)
             done = time.perf_counter() - start
+            if ready is not None and ready[0] is not previous:
+                self.report(ready[0], decoded=ready[1])
             loss = self.report(previous, last=True) if previous else self.job.loss(self.theta)
             jobs.append(JobRecord(job, arrival, began, done, done - arrival, loss))
             thetas.append(self.theta.copy())

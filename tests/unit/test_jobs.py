@@ -341,3 +341,30 @@ def test_logreg_refuses_non_binary_labels(tmp_path):
 def test_too_many_partitions_for_the_data():
     with pytest.raises(DatasetError, match="need at least 8 rows"):
         coded(LinReg(samples=5, features=2), make_code("uncoded", 8))
+
+
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
+@pytest.mark.parametrize(("codename", "params"), [("frc", {"stragglers": 1}),
+                                                  ("mds", {"stragglers": 2}),
+                                                  ("cpgc", {"load": 2})])
+def test_the_decoded_loss_is_rank_0s_full_data_loss(cls, codename, params):
+    """Workers return each partition's loss beside its gradient: decoded, it equals the loss
+    rank 0 would compute over all the data (chunked or not)."""
+    user = cls(samples=500, features=6, seed=3)
+    job = coded(user, make_code(codename, 6, **params))
+    assert job.free_loss and job.result_size == 7
+    theta = np.random.default_rng(1).standard_normal(6) * 0.2
+    job.update(theta, *(lambda d: (d.result(), d.missing_partitions))(
+        decode(job, theta, chunk_rows=17)))
+    assert job.decoded_loss == pytest.approx(user.loss(theta), rel=1e-12)
+
+
+def test_under_a_tolerance_the_loss_covers_the_partitions_decoded():
+    user = LinReg(samples=80, features=5, seed=4)
+    job = coded(user, make_code("frc", 4, stragglers=1))  # groups [0, 2) and [2, 4)
+    theta = np.full(5, 0.2)
+    dec = job.code.decoder(tolerance=2)
+    assert dec.add(2, job.compute(2, theta))
+    job.update(theta, dec.result(), dec.missing_partitions)
+    X, y = user.data.X[40:], user.data.y[40:]
+    assert job.decoded_loss == pytest.approx(0.5 * np.mean((X @ theta - y) ** 2), rel=1e-12)

@@ -123,6 +123,11 @@ def _worker(comm, job: AnyJob, args):
                 raise MasterDied(f"rank {world_rank}: the master died") from None
         outcome = fail_over(comm, world_rank, worker)
         comm, failovers = outcome.comm, failovers + 1
+        if outcome.minority:
+            print(f"[mpicoded] rank {world_rank}: the master is unreachable and so are most "
+                  "ranks (a network partition?): leaving the run to the others",
+                  file=sys.stderr, flush=True)
+            return None
         if outcome.is_master:
             return _take_over(outcome, job, args, failovers)
         if worker is not None:

@@ -1,7 +1,13 @@
-"""Master failover under ULFM: when rank 0 dies, the survivors revoke the communicator, shrink
-it, and the lowest living rank becomes the master. Every survivor tells it what it holds (its
-set-up's epoch and the newest ITERATE it started, with its theta); the new master goes on from
-the newest iteration anyone holds theta for.
+"""Master failover under ULFM: when rank 0 dies, the survivors shrink the communicator and the
+lowest living rank becomes the master. Every survivor tells it what it holds (its set-up's epoch
+and the newest ITERATE it started, with its theta); the new master goes on from the newest
+iteration anyone holds theta for.
+
+Only a majority may elect a master: ranks cut off from the master by a network partition see it
+"die" too, and a minority electing its own would make two masters writing one run's files (seen
+with a host's link cut). And nobody revokes the communicator: every survivor notices the
+master's death by itself (it polls the master), and a revoke from a cut-off host would reach the
+living master's side once the link heals.
 """
 
 from __future__ import annotations
@@ -31,10 +37,16 @@ class Failover:
 
     comm: MPI.Comm
     held: list[Held]
+    world_size: int
+
+    @property
+    def minority(self) -> bool:
+        """Whether these survivors are at most half the run's ranks: cut off, not in charge."""
+        return 2 * self.comm.Get_size() <= self.world_size
 
     @property
     def is_master(self) -> bool:
-        return self.comm.Get_rank() == 0
+        return self.comm.Get_rank() == 0 and not self.minority
 
     def resume_point(self) -> tuple[tuple[int, int, int], np.ndarray] | None:
         """The newest (epoch, job, iteration) someone started, and the theta it started from."""
@@ -47,13 +59,8 @@ class Failover:
 
 
 def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None) -> Failover:
-    """Collective over the survivors of ``comm``: revoke it (so every survivor notices), shrink
-    it, and share what each one holds."""
-    try:
-        comm.Revoke()
-    except MPI.Exception:  # already revoked by another survivor
-        pass
+    """Collective over the survivors of ``comm``: shrink it and share what each one holds."""
     new = comm.Shrink()
     latest, theta = (None, None) if worker is None or worker.latest is None else worker.latest
     mine = Held(world_rank, worker.setup.epoch if worker is not None else -1, latest, theta)
-    return Failover(new, new.allgather(mine))
+    return Failover(new, new.allgather(mine), MPI.COMM_WORLD.Get_size())

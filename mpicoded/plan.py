@@ -132,6 +132,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="checkpoint every N iterations; default 10")
     g.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint in --checkpoint DIR (same flags)")
+    g = p.add_argument_group("runtime")
+    g.add_argument("--wait", choices=("auto", "spin", "yield", "sleep"), default="auto",
+                   help="how an idle rank waits for messages: spin (a core each, fastest when "
+                   "ranks do not outnumber cores), yield, or sleep with a backoff; auto: spin if "
+                   "this node's ranks fit its cores, else sleep; default auto")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
                    "then one run record)")
@@ -278,7 +283,7 @@ def job_settings(job: object) -> dict[str, Any]:
 def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> str:
     """The settings a checkpoint belongs to (output and fault-injection options may differ)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
-            "kill_worker", "iterations", "output", "iteration_timeout"}
+            "kill_worker", "iterations", "output", "iteration_timeout", "wait"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in vars(args).items() if k not in free}})
 

@@ -55,6 +55,9 @@ def run(job: AnyJob, **given: Any):
                         "mpicoded.MatVecJob")
     args = options(**given)  # the same check on every rank: nobody waits for a refused name
     comm = world()
+    from .transport import set_wait
+
+    set_wait(args.wait)
     if comm.Get_rank() == 0:
         return _master(comm, job, args)
     return _worker(comm, job, args)
@@ -219,6 +222,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
     and the run goes on from ``resume``."""
     from .master import Master
+    from .transport import waiting
 
     args = plan.args
     n_workers = plan.code.n_workers
@@ -249,6 +253,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
                                master.chunk_rows, master.placed_bytes)
     result.record["failovers"] = failovers
+    result.record["wait"] = waiting()
     result.record["timed_out_workers"] = sorted(master.timed_out)
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")

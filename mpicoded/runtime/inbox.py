@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import Message, Tag
+from .protocol import Message, Tag, iterate_fields
 
 
 def _key(msg: Message) -> tuple[int, int, int]:
@@ -25,12 +25,13 @@ class Inbox:
     """Reads messages with ``poll()`` (None when nothing is pending) and keeps what still matters.
 
     ``on_setup`` receives a SETUP's object at once (new data after a re-split or re-code; the
-    iteration under way goes on). ``skipped`` counts the tasks of ITERATEs never started.
+    iteration under way goes on). ``skipped`` counts the tasks of ITERATEs never started (this
+    worker's: comm rank ``rank``).
     """
 
     def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[Any], None],
-                 purge: bool = True) -> None:
-        self.poll, self.on_setup, self.purge = poll, on_setup, purge
+                 purge: bool = True, rank: int = 1) -> None:
+        self.poll, self.on_setup, self.purge, self.rank = poll, on_setup, purge, rank
         self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)
         self.current: Message | None = None  # the ITERATE under way
         self.current_dropped = False
@@ -67,7 +68,7 @@ class Inbox:
 
     def _skip_waiting(self) -> None:
         while self.waiting:
-            self.skipped += self.waiting.popleft().count
+            self.skipped += self.tasks(self.waiting.popleft())
 
     def next_iteration(self, epoch: int) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
@@ -81,8 +82,12 @@ class Inbox:
             if msg.epoch == epoch:
                 self.current = msg
                 break
-            self.skipped += msg.count
+            self.skipped += self.tasks(msg)
         return self.current
+
+    def tasks(self, msg: Message) -> int:
+        """How many of an ITERATE's tasks are this worker's."""
+        return len(iterate_fields(msg, self.rank)[0])
 
     @property
     def finished(self) -> bool:

@@ -123,7 +123,7 @@ class Master:
         self.on_iteration, self.on_job = on_iteration, on_job
         self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
-        self.ranks = list(range(1, code.n_workers + 1))
+        self.ranks = list(range(1, code.n_workers + 1))  # comm rank of each code worker
         self.dead: set[int] = set()
         self.world = {rank: rank for rank in self.ranks}  # comm rank -> world rank (identity)
         self.recodes = 0
@@ -136,6 +136,15 @@ class Master:
         self.recode_reason = ""
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
         self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
+
+    @property
+    def ranks(self) -> list[int]:
+        return self._ranks
+
+    @ranks.setter
+    def ranks(self, ranks: list[int]) -> None:
+        self._ranks = ranks
+        self.worker_of = {rank: w for w, rank in enumerate(ranks)}  # O(1) on every message
 
     def placement(self) -> Sequence[Sequence[int]]:
         """Which tasks' data each worker holds: its schedule, or every task for an adaptive
@@ -182,9 +191,17 @@ class Master:
 
     def execute(self, actions: list[Action]) -> None:
         lost: set[int] = set()
+        iterates = [a for a in actions if isinstance(a, SendIterate)]
+        if iterates:  # one buffer, theta packed once, sent to every worker of the iteration
+            buf = pack_iterate(iterates[0].job, iterates[0].iteration, self.theta,
+                               {self.ranks[a.worker]: a.tasks for a in iterates},
+                               self.state.epoch)
         for action in actions:
             try:
-                self._execute(action)
+                if isinstance(action, SendIterate):
+                    self.outbox.send(buf, self.ranks[action.worker], Tag.ITERATE)
+                else:
+                    self._execute(action)
             except ProcessesFailed as exc:
                 lost |= exc.ranks
         if lost:
@@ -192,10 +209,7 @@ class Master:
 
     def _execute(self, action: Action) -> None:
         epoch = self.state.epoch
-        if isinstance(action, SendIterate):
-            buf = pack_iterate(action.job, action.iteration, action.tasks, self.theta, epoch)
-            self.outbox.send(buf, self.ranks[action.worker], Tag.ITERATE)
-        elif isinstance(action, SendPurge):
+        if isinstance(action, SendPurge):
             buf = pack_control(action.job, action.iteration, epoch=epoch)
             self.outbox.send(buf, self.ranks[action.worker], Tag.PURGE)
         elif isinstance(action, SendStop):
@@ -217,8 +231,8 @@ class Master:
         print(f"[mpicoded] worker rank(s) {sorted(new)} failed; {alive} workers left",
               file=sys.stderr, flush=True)
         for rank in sorted(new):
-            if rank in self.ranks:
-                index = self.ranks.index(rank)
+            if rank in self.worker_of:
+                index = self.worker_of[rank]
                 self.execute(self.state.on_worker_failed(index))
                 if self.splitter is not None:  # split the load again among the living
                     self.splitter.exclude(index)
@@ -241,7 +255,7 @@ class Master:
                 continue
             backoff.reset()
             msg, src = got
-            index = self.ranks.index(src) if src in self.ranks else None
+            index = self.worker_of.get(src)
             if msg.tag == Tag.RESULT:
                 if index is None:  # a worker the current code no longer has
                     self.state.stale_results += msg.count
@@ -324,7 +338,7 @@ class Master:
         job = self.job.recoded(code)
         if self.splitter is not None:  # what is known of the living, for tasks of a new size
             scale = task_share(job, code) / task_share(self.job, self.code)
-            self.splitter = self.splitter.for_survivors([self.ranks.index(r) for r in live],
+            self.splitter = self.splitter.for_survivors([self.worker_of[r] for r in live],
                                                         code.n_tasks, scale)
         totals, epoch = self.state.totals, self.state.epoch + 1
         self.code, self.job, self.ranks = code, job, live

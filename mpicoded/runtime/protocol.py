@@ -9,6 +9,7 @@ Floats hold integers exactly below 2**53.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -65,15 +66,29 @@ def unpack(tag: int, buf: np.ndarray) -> Message:
     return Message(Tag(tag), job, iteration, epoch, task, worker, count, buf[HEADER:])
 
 
-def pack_iterate(job: int, iteration: int, tasks: tuple[int, ...], theta: np.ndarray,
-                 epoch: int = 0) -> np.ndarray:
-    """ITERATE: ``count`` task ids, then theta."""
-    return pack(job, iteration, epoch, len(tasks), -1, np.asarray(tasks, dtype=np.float64), theta)
+def pack_iterate(job: int, iteration: int, theta: np.ndarray,
+                 tasks: Mapping[int, Sequence[int]], epoch: int = 0) -> np.ndarray:
+    """ITERATE, one buffer for every worker of the iteration (theta packed once): ``count``
+    entries of theta, then where each rank's task list starts (``task`` = ranks + 1 offsets, by
+    comm rank), then the task lists back to back. ``tasks`` maps comm rank to its task ids."""
+    slots = max(tasks, default=-1) + 1
+    lengths = np.zeros(slots, dtype=np.float64)
+    for rank, ids in tasks.items():
+        lengths[rank] = len(ids)
+    offsets = np.concatenate([[0.0], np.cumsum(lengths)])
+    flat = np.fromiter((t for rank in sorted(tasks) for t in tasks[rank]), dtype=np.float64)
+    return pack(job, iteration, epoch, slots + 1, -1, theta, offsets, flat)
 
 
-def iterate_fields(msg: Message) -> tuple[tuple[int, ...], np.ndarray]:
-    """The task list and theta of an ITERATE message."""
-    return tuple(int(t) for t in msg.payload[: msg.count]), msg.payload[msg.count :]
+def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """The task list of comm rank ``rank``, and theta, from an ITERATE message."""
+    theta = msg.payload[: msg.count]
+    offsets = msg.payload[msg.count : msg.count + msg.task]
+    flat = msg.payload[msg.count + msg.task :]
+    if rank + 1 >= len(offsets):
+        return (), theta
+    start, stop = int(offsets[rank]), int(offsets[rank + 1])
+    return tuple(int(t) for t in flat[start:stop]), theta
 
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],

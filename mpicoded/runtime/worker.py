@@ -54,7 +54,7 @@ class Worker:
         self.comm, self.setup, self.job = comm, setup, job
         self.kernel = kernel_for(job)
         self.outbox = Outbox(comm)
-        self.inbox = Inbox(self.poll, self.apply, purge=setup.purge)
+        self.inbox = Inbox(self.poll, self.apply, purge=setup.purge, rank=comm.Get_rank())
         self.computed = self.sent = self.dropped = 0
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
@@ -64,7 +64,7 @@ class Worker:
         and what it had sent, is gone with it; the data, the set-up and the counters stay."""
         self.comm = comm
         self.outbox = Outbox(comm)
-        self.inbox = Inbox(self.poll, self.apply, purge=self.setup.purge)
+        self.inbox = Inbox(self.poll, self.apply, purge=self.setup.purge, rank=comm.Get_rank())
 
     def poll(self) -> Message | None:
         got = receive(self.comm, source=MASTER)
@@ -89,7 +89,7 @@ class Worker:
         return not self.interrupted()
 
     def run_iteration(self, msg: Message) -> None:
-        tasks, theta = iterate_fields(msg)
+        tasks, theta = iterate_fields(msg, self.comm.Get_rank())
         self.latest = ((msg.epoch, msg.job, msg.iteration), theta.copy())
         setup = self.setup
         done_tasks: list[int] = []

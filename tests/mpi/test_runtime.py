@@ -200,3 +200,27 @@ def test_a_failure_while_planning_reaches_every_rank():
     expected = KeyError if MPI.COMM_WORLD.Get_rank() == 0 else MasterFailed
     with pytest.raises(expected, match="no column 'price'"):
         mpicoded.run(BrokenData(), code="uncoded", quiet=True)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(60)
+def test_wait_modes():
+    import os
+    import time
+
+    from mpicoded.runtime.transport import Backoff, set_wait, waiting
+
+    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", MPI.COMM_WORLD.Get_size()))
+    assert set_wait("auto") == ("spin" if local <= os.cpu_count() else "sleep")
+    try:
+        set_wait("spin")
+        backoff = Backoff(first=0.05, cap=0.05)
+        start = time.perf_counter()
+        for _ in range(20):
+            backoff.wait()
+        assert time.perf_counter() - start < 0.5  # 20 sleeps of 50 ms would take a second
+        assert waiting() == "spin"
+        with pytest.raises(ValueError, match="wait='nap' is not one of"):
+            set_wait("nap")
+    finally:
+        set_wait("sleep")

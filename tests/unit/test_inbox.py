@@ -20,8 +20,8 @@ class FakeMaster:
         self.setups: list[object] = []
 
     def iterate(self, iteration: int, tasks=(0, 1), job: int = 0, epoch: int = 0) -> None:
-        self.sent.append(unpack(Tag.ITERATE, pack_iterate(job, iteration, tasks, np.zeros(2),
-                                                          epoch)))
+        self.sent.append(unpack(Tag.ITERATE, pack_iterate(job, iteration, np.zeros(2),
+                                                          {1: tasks}, epoch)))
 
     def purge(self, iteration: int, job: int = 0, epoch: int = 0) -> None:
         self.sent.append(unpack(Tag.PURGE, pack_control(job, iteration, epoch=epoch)))

@@ -15,12 +15,14 @@ from mpicoded.runtime.protocol import (
 )
 
 
-def test_iterate_round_trip():
+def test_iterate_round_trip_one_buffer_for_every_worker():
     theta = np.linspace(-1, 1, 9)
-    msg = unpack(Tag.ITERATE, pack_iterate(3, 41, (4, 0, 7), theta))
-    assert (msg.tag, msg.job, msg.iteration) == (Tag.ITERATE, 3, 41)
-    tasks, got = iterate_fields(msg)
-    assert tasks == (4, 0, 7) and np.array_equal(got, theta)
+    msg = unpack(Tag.ITERATE, pack_iterate(3, 41, theta, {1: (4, 0, 7), 3: (2,), 4: ()},
+                                           epoch=2))
+    assert (msg.tag, msg.job, msg.iteration, msg.epoch) == (Tag.ITERATE, 3, 41, 2)
+    assert [iterate_fields(msg, rank)[0] for rank in range(6)] == [(), (4, 0, 7), (), (2,), (),
+                                                                   ()]
+    assert np.array_equal(iterate_fields(msg, 1)[1], theta)
 
 
 def test_result_round_trip_single_and_multi():

@@ -18,6 +18,8 @@
   one at 5% of a core (uncoded, frc, gfrc, cpgc, whole-task frc, frc without purging), 21
   ranks with four throttled (mds, uniform vs adaptive split), and 7 ranks with mds without spare
   tasks (uniform vs adaptive).
+- ``dispatch``: tasks a second the master sustains with zero-work tasks (ucmmc r = 3, 20
+  workers) against mpi4py.futures.MPIPoolExecutor running as many no-op tasks on the same ranks.
 - ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
   uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
   messages.
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from .cdc import bench_cdc
 from .decode import bench_decode
+from .dispatch import bench_dispatch
 from .pagerank import bench_pagerank
 from .paper000 import bench_paper000
 from .paper001 import bench_paper001
@@ -49,9 +52,11 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "cdc": bench_cdc,
     "real-stragglers": bench_real_stragglers,
     "pagerank": bench_pagerank,
+    "dispatch": bench_dispatch,
 }
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
-                      "sim-scale": 100, "real-stragglers": 30, "pagerank": 30}
+                      "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
+                      "dispatch": 200}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=120000,
                    help="pagerank: nodes of the synthetic graph (about 10 edges each); default "
                    "120000 (about 1.08 million edges)")
+    p.add_argument("--wait", default="auto",
+                   help="dispatch, overhead: mpicoded's --wait modes to measure, comma-separated "
+                   "(e.g. sleep,yield,spin); default auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")

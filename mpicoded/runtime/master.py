@@ -136,6 +136,11 @@ class Master:
         self.recode_reason = ""
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
         self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
+        self.t0 = time.perf_counter()
+
+    def clock(self) -> float:
+        """Seconds since this master began: the time of the events MasterState sees."""
+        return time.perf_counter() - self.t0
 
     @property
     def ranks(self) -> list[int]:
@@ -263,7 +268,7 @@ class Master:
                     continue
                 tasks, values = result_fields(msg)
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
-                                                  time.perf_counter(), msg.epoch))
+                                                  self.clock(), msg.epoch))
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
@@ -283,7 +288,7 @@ class Master:
         self.current = (job, iteration)
         while True:
             schedule = self.splitter.schedule() if self.splitter is not None else None
-            self.execute(self.state.start_iteration(job, iteration, time.perf_counter(),
+            self.execute(self.state.start_iteration(job, iteration, self.clock(),
                                                     schedule))
             if not self.recode_needed:
                 return
@@ -317,7 +322,7 @@ class Master:
         """Code workers silent past the iteration timeout (none without one)."""
         if self.iteration_timeout is None:
             return []
-        return self.state.silent(time.perf_counter(), self.iteration_timeout)
+        return self.state.silent(self.clock(), self.iteration_timeout)
 
     def time_out(self, workers: list[int]) -> None:
         """Treat workers silent too long as failed (they may be alive: hung, or very slow)."""

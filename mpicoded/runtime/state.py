@@ -66,6 +66,7 @@ class IterationRecord:
     messages: int
     volume: float
     missing_partitions: int
+    started_s: float = 0.0  # when it was sent out, on the master's clock (steady-state rates)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class MasterState:
             results_used=dec.results_used, results_received=cur.received,
             stale_results=self.stale_results, purged_tasks=purged, messages=cur.messages,
             volume=cur.received * self.code.result_fraction, missing_partitions=len(missing),
+            started_s=cur.started,
         )
         self.stale_results = 0
         self.totals["purged_tasks"] += purged

@@ -65,3 +65,17 @@ def test_pagerank_bench_runs(tmp_path):
     assert set(runs) == {"uncoded", "mds", "sparse"} and "nnz/task" in done.stdout
     ratio = {name: r["task_nonzeros"] / r["partition_nonzeros"] for name, r in runs.items()}
     assert ratio["uncoded"] == pytest.approx(1.0) and ratio["mds"] > 10 and ratio["sparse"] < 3.5
+
+
+def test_dispatch_bench_runs(tmp_path):
+    """bench dispatch, few iterations: mpicoded and MPIPoolExecutor both run the tasks and both
+    rates are reported."""
+    summary = tmp_path / "d.json"
+    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "dispatch", "--iterations",
+                           "5", "--wait", "sleep", "--json", str(summary)], capture_output=True,
+                          text=True, timeout=600, env=mpi_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(summary.read_text())["runs"]
+    assert set(runs) == {"mpicoded (sleep)", "MPIPoolExecutor"}
+    assert runs["MPIPoolExecutor"]["tasks"] == runs["mpicoded (sleep)"]["tasks"] >= 5 * 20
+    assert all(r["tasks_per_s"] > 0 for r in runs.values())

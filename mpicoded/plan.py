@@ -135,8 +135,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("runtime")
     g.add_argument("--wait", choices=("auto", "spin", "yield", "sleep"), default="auto",
                    help="how an idle rank waits for messages: spin (a core each, fastest when "
-                   "ranks do not outnumber cores), yield, or sleep with a backoff; auto: spin if "
-                   "this node's ranks fit its cores, else sleep; default auto")
+                   "ranks do not outnumber cores), yield (the core given away between polls, "
+                   "then sleeping once idle for 50 ms), or sleep with a backoff; auto: spin if "
+                   "this node's ranks fit its cores, else yield; default auto")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
                    "then one run record)")

@@ -25,15 +25,15 @@ _wait = "sleep"  # how this process waits between empty polls: set once a run st
 def set_wait(mode: str) -> str:
     """Choose how this rank waits between empty polls, and return the choice. ``spin`` polls
     without pause (an idle rank then costs a core, as MPI's own waits do); ``yield`` gives the
-    core away and polls again at once; ``sleep`` backs off (see Backoff). ``auto`` spins when
-    this node's ranks do not outnumber its cores, else sleeps (measured faster than yielding
-    when 21 ranks share 2 cores: see the README)."""
+    core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
+    (see Backoff). ``auto`` spins when this node's ranks do not outnumber its cores, else
+    yields (measured faster than sleeping when 21 ranks share 2 cores: see the README)."""
     global _wait
     if mode not in WAIT_MODES:
         raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")
     if mode == "auto":
         local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0")) or MPI.COMM_WORLD.Get_size()
-        mode = "spin" if local <= (os.cpu_count() or 1) else "sleep"
+        mode = "spin" if local <= (os.cpu_count() or 1) else "yield"
     _wait = mode
     return mode
 
@@ -44,11 +44,14 @@ def waiting() -> str:
 
 
 class Backoff:
-    """Sleeps that double from ``first`` up to ``cap`` while nothing happens.
+    """How a rank waits between empty polls, by ``set_wait``'s mode.
 
-    After ``patience`` seconds of nothing the cap rises to ``idle_cap``: a rank that is about to
-    get work answers within ``cap``, a rank idle for long costs the shared cores almost nothing.
-    Under ``set_wait("spin")`` or ``("yield")`` it does not sleep at all.
+    ``sleep``: sleeps that double from ``first`` up to ``cap``; after ``patience`` seconds of
+    nothing the cap rises to ``idle_cap``: a rank that is about to get work answers within
+    ``cap``, a rank idle for long costs the shared cores almost nothing. ``yield``: gives the
+    core away and polls again as soon as it is scheduled, for ``patience`` seconds, then sleeps
+    as above (a rank idle for long, or held to a CPU quota, must not spend it polling).
+    ``spin``: never pauses.
     """
 
     def __init__(self, first: float = 2e-5, cap: float = 2.5e-4, patience: float = 0.05,
@@ -59,11 +62,12 @@ class Backoff:
     def reset(self) -> None:
         self.delay = self.first
         self.slept = 0.0
+        self.since = time.monotonic()
 
     def wait(self) -> None:
         if _wait == "spin":
             return
-        if _wait == "yield":
+        if _wait == "yield" and time.monotonic() - self.since < self.patience:
             os.sched_yield()
             return
         time.sleep(self.delay)

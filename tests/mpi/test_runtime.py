@@ -211,7 +211,7 @@ def test_wait_modes():
     from mpicoded.runtime.transport import Backoff, set_wait, waiting
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", MPI.COMM_WORLD.Get_size()))
-    assert set_wait("auto") == ("spin" if local <= os.cpu_count() else "sleep")
+    assert set_wait("auto") == ("spin" if local <= os.cpu_count() else "yield")
     try:
         set_wait("spin")
         backoff = Backoff(first=0.05, cap=0.05)

@@ -126,11 +126,9 @@ def _worker(comm, job: AnyJob, args):
                 raise MasterDied(f"rank {world_rank}: the master died") from None
         outcome = fail_over(comm, world_rank, worker)
         comm, failovers = outcome.comm, failovers + 1
-        if outcome.minority:
-            print(f"[mpicoded] rank {world_rank}: the master is unreachable and so are most "
-                  "ranks (a network partition?): leaving the run to the others",
-                  file=sys.stderr, flush=True)
-            return None
+        if outcome.minority:  # cut off (a partition?), or too few left to be sure: leave
+            raise MasterDied(f"rank {world_rank}: the master is unreachable and so are most "
+                             "of the run's ranks; these cannot elect a master")
         if outcome.is_master:
             return _take_over(outcome, job, args, failovers)
         if worker is not None:
@@ -165,7 +163,7 @@ def _take_over(outcome, job: AnyJob, args, failovers: int):
           f"({len(survivors)} workers) and goes on from {where}", file=sys.stderr, flush=True)
     if plan.metrics is not None:
         # iterations done whose records died with the old master (it writes iteration t's
-        # after sending iteration t + 1 out)
+        # after sending t + 1 out, or t + 2 when the loss comes decoded with the next one)
         unrecorded = [] if resume is None else sorted(
             set(range(resume.iteration)) - recorded_iterations(args.metrics, resume.job))
         plan.metrics.write(json.dumps({
@@ -245,6 +243,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
         master.adopt(survivors, epoch)
         if recode:
             master.recode()
+        elif master.splitter is not None and master.splitter.kind != "adaptive":
+            master.place(master.splitter.schedule())  # the split moved tasks to the survivors
     if plan.resume is not None and not args.quiet:
         print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
               f"from {args.checkpoint}", file=sys.stderr, flush=True)

@@ -119,6 +119,7 @@ class Master:
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
         self.iteration_timeout = iteration_timeout
         self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe hung
+        self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.state = MasterState(code, tolerance, purge=purge)
@@ -275,7 +276,8 @@ class Master:
                                           (msg.job, msg.iteration, msg.epoch))
             elif msg.tag == Tag.STOP_ACK:
                 computed, sent, dropped = (int(v) for v in msg.payload[:3])
-                self.counters[src - 1] = (computed, sent, dropped)
+                self.counters[msg.worker] = (computed, sent, dropped)  # by world rank - 1
+                self.stopped.add(src)
                 if index is not None:
                     self.state.on_stop_ack(index)
             else:
@@ -317,6 +319,10 @@ class Master:
             self.splitter.observe(cur.arrivals, cur.decoded_at,
                                   (cur.job, cur.iteration, self.state.epoch))
         return decoded.record
+
+    def dead_for_sure(self) -> set[int]:
+        """Ranks known dead (under ULFM), not merely timed out."""
+        return self.dead - self.timed_out
 
     def silent(self) -> list[int]:
         """Code workers silent past the iteration timeout (none without one)."""
@@ -379,20 +385,35 @@ class Master:
         Also the way out after a WorkerError: the failed worker is still serving and acks too.
         """
         self.execute(self.state.stop())
-        for rank in sorted(self.timed_out):  # alive, maybe: told to stop too, awaited briefly
-            self.outbox.send(pack_control(), rank, Tag.STOP)
+        for rank in sorted(self.timed_out - self.dead_for_sure()):  # alive, maybe: told too
+            try:
+                self.outbox.send(pack_control(), rank, Tag.STOP)
+            except ProcessesFailed:
+                pass
+        # with --iteration-timeout, nobody is waited for longer than that (or 5 s): a worker
+        # hung in the last iteration, which decoded without it, never acknowledges
+        grace = None if self.iteration_timeout is None else (
+            time.perf_counter() + max(5.0, self.iteration_timeout))
+        expected = {r for r in self.ranks if r not in self.dead} | self.timed_out
+
+        def over() -> bool:
+            done = self.state.all_acked and self.timed_out <= self.stopped
+            return done or (grace is not None and time.perf_counter() > grace)
+
         while True:
             try:
-                self.pump(lambda: self.state.all_acked)
+                self.pump(over)
                 break
             except WorkerError:
                 continue  # a second worker's failure changes nothing now: keep draining
-        if self.timed_out:
-            grace = time.perf_counter() + max(5.0, self.iteration_timeout or 0.0)
-            self.pump(lambda: self.timed_out <= {r + 1 for r in self.counters}
-                      or time.perf_counter() > grace)
-            self.unstopped = sorted(self.timed_out - {r + 1 for r in self.counters})
-        self.outbox.drain()
+        if grace is not None:
+            self.unstopped = sorted(expected - self.stopped - self.dead_for_sure())
+        while True:
+            try:
+                self.outbox.drain()
+                break
+            except ProcessesFailed:  # a rank died with a send pending: it is dropped
+                continue
 
     def run(self, iterations: int, arrivals_s: Sequence[float] | np.ndarray = (0.0,),
             resume: ckpt.Checkpoint | None = None) -> RunResult:

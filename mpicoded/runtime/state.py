@@ -222,13 +222,15 @@ class MasterState:
         return [] if self._still_decodable() else [Recode(self._dead())]
 
     def silent(self, now: float, timeout: float) -> list[int]:
-        """Workers that owe the open iteration results and have sent none in ``timeout`` seconds
-        since it started (``--iteration-timeout``: treated as failed)."""
+        """Workers that owe the open iteration results and have sent none for ``timeout``
+        seconds (since it started, or since their last result): ``--iteration-timeout`` treats
+        them as failed."""
         cur = self.current
         if cur is None or cur.done or now - cur.started < timeout:
             return []
         return sorted(w for w, tasks in cur.outstanding.items()
-                      if tasks and w in self._live and not cur.arrivals.get(w))
+                      if tasks and w in self._live
+                      and now - cur.started - max(cur.arrivals.get(w, [0.0])) >= timeout)
 
     def abandon(self) -> list[Action]:
         """Give up the open iteration (to re-code): purge every living worker still on it."""

@@ -103,7 +103,7 @@ class Worker:
         repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
             if setup.remote:
-                self.load(setup.terms[task])
+                self.load(setup.blocks, setup.terms[task])
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
             value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
@@ -134,14 +134,15 @@ class Worker:
         if done_tasks:
             self.send_result(msg, done_tasks, done_values)
 
-    def load(self, terms: Terms) -> None:
-        """Load the blocks these terms use that this worker does not hold yet (a job whose data
-        the master does not ship)."""
+    def load(self, blocks: dict[int, Block], terms: Terms) -> None:
+        """Load into ``blocks`` (those the task will read: a re-split may have replaced the
+        set-up meanwhile) the ones these terms use that are not there yet (a job whose data the
+        master does not ship)."""
         job = self.job
         assert isinstance(job, GradientJob)  # only a GradientJob's blocks are remote
         for key, _ in terms:
-            if key not in self.setup.blocks:
-                self.setup.blocks[key] = job.load_block(key, self.setup.n_partitions)
+            if key not in blocks:
+                blocks[key] = job.load_block(key, self.setup.n_partitions)
 
     def apply(self, setup: WorkerSetup) -> None:
         """A new set-up after failures: a re-split (same epoch) adds the blocks and tasks it may

@@ -175,7 +175,17 @@ def test_silent_workers_are_those_owing_results_and_sending_none():
     state = MasterState(code)
     state.start_iteration(0, 0, now=0.0)
     assert state.silent(now=0.5, timeout=1.0) == []  # not yet
-    state.on_result(1, 0, 0, [1], [np.ones(2)], now=0.2)
-    assert state.silent(now=1.5, timeout=1.0) == [0, 2]  # 1 answered
+    state.on_result(1, 0, 0, [1], [np.ones(2)], now=0.8)
+    assert state.silent(now=1.5, timeout=1.0) == [0, 2]  # 1 answered 0.7 s ago
     state.on_worker_failed(2)
     assert state.silent(now=1.5, timeout=1.0) == [0]  # 2 is already gone
+
+
+def test_silence_counts_from_a_workers_last_result():
+    """A worker that answered once, then hung, owing more, is silent a timeout later."""
+    code = make_code("uncoded", 2)
+    state = MasterState(code)
+    state.start_iteration(0, 0, now=0.0, schedule=((0, 1), ()))
+    state.on_result(0, 0, 0, [0], [np.ones(2)], now=0.5)
+    assert state.silent(now=1.2, timeout=1.0) == []  # its last result was 0.7 s ago
+    assert state.silent(now=1.6, timeout=1.0) == [0]

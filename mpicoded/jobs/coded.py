@@ -6,6 +6,7 @@ the master turns a decoded target into the next iterate. ``coded(job, code)`` bu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -290,8 +291,10 @@ class CodedMatVec(Coded):
             self.coded[key] = total.tocsr() if self.sparse else np.asarray(total)
         return self.coded[key]
 
+    @cached_property
     def nonzeros(self) -> tuple[float, float]:
-        """Mean non-zeros of a coded task's block, and of a plain partition's block."""
+        """Mean non-zeros of a coded task's block, and of a plain partition's block (counted
+        once: the banner and the run record both show them)."""
         def nnz(block: Any) -> int:
             return int(block.nnz) if self.sparse else int(np.count_nonzero(block))
         coded = np.mean([nnz(self.block(t)) for t in range(self.code.n_tasks)])
@@ -309,7 +312,7 @@ class CodedMatVec(Coded):
         return np.asarray(self.job.step(theta, y), dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
-        coded, plain = self.nonzeros()
+        coded, plain = self.nonzeros
         return {"matrix_shape": [self.m, self.dim], "sparse": self.sparse,
                 "matrix_nonzeros": self.nnz, "task_nonzeros": coded, "partition_nonzeros": plain}
 

@@ -90,7 +90,8 @@ class Worker:
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg, self.comm.Get_rank())
-        self.latest = ((msg.epoch, msg.job, msg.iteration), theta.copy())
+        # theta views this message's own buffer (a fresh one each receive): kept, not copied
+        self.latest = ((msg.epoch, msg.job, msg.iteration), theta)
         setup = self.setup
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []

@@ -94,6 +94,11 @@ class DelayModel:
                 raise ValueError(f"complexity={self.complexity} is out of range: allowed > 0")
 
     @property
+    def sleeps(self) -> bool:
+        """Whether tasks get an injected delay slept on top of their compute."""
+        return self.kind not in ("none", "compute")
+
+    @property
     def rates(self) -> np.ndarray:
         """seed000: each worker's task rate mu_p / C."""
         return np.array([mu for mu, _ in self.profile]) / self.complexity

@@ -83,14 +83,16 @@ def kernel_for(job: AnyJob) -> Kernel:
     def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
                    out: np.ndarray) -> None:
         part = _take(block, start, stop) if chunked and _arrays(block) is not None else block
-        value = np.asarray(job.compute(part, theta), dtype=np.float64).reshape(-1)
-        dim = out.size - int(with_loss)
-        if value.size != dim:
-            raise ValueError(f"{name}.compute returned {value.size} values; expected dim = "
-                             f"{dim}")
         if with_loss:  # the partition's loss share rides in the last entry, coded alike
-            out[-1] += coef * float(job.block_loss(part, theta))
+            value, loss = job.compute_with_loss(part, theta)
+            out[-1] += coef * float(loss)
             out = out[:-1]
+        else:
+            value = job.compute(part, theta)
+        value = np.asarray(value, dtype=np.float64).reshape(-1)
+        if value.size != out.size:
+            raise ValueError(f"{name}.compute returned {value.size} values; expected dim = "
+                             f"{out.size}")
         out += value if coef == 1.0 else coef * value
 
     return Kernel(rows=rows, accumulate=accumulate)

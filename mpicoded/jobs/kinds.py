@@ -21,7 +21,8 @@ class GradientJob:
 
     Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
-    with ``combine_loss`` (the loss decoded with the gradient), ``theta0()`` and ``summary``.
+    with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
+    work between the two), ``theta0()`` and ``summary``.
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -57,6 +58,12 @@ class GradientJob:
         ``additive``). When defined, workers return it coded beside ``compute``'s value and the
         master decodes the loss with the gradient, never touching the data."""
         raise NotImplementedError
+
+    def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
+        """``compute`` and ``block_loss`` of one block at once; override it where they share
+        work (logistic regression's margins X θ). Runs on workers, when ``block_loss`` is
+        defined."""
+        return self.compute(block, theta), self.block_loss(block, theta)
 
     def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
         """The loss at theta from ``total``, the sum of ``block_loss`` over the partitions in

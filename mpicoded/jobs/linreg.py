@@ -29,6 +29,13 @@ class LinReg(SampleJob):
         r = X @ theta - y
         return 0.5 * float(r @ r)
 
+    def compute_with_loss(self, block: tuple[np.ndarray, np.ndarray],
+                          theta: np.ndarray) -> tuple[np.ndarray, float]:
+        """Both from one residual X θ − y."""
+        X, y = block
+        r = X @ theta - y
+        return X.T @ r, 0.5 * float(r @ r)
+
     def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
         return total / max(1, self.rows_covered(covered))
 

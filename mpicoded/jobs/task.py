@@ -54,18 +54,19 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     out = np.zeros(size)
     burn = _Burn(kernel, size, repeat - 1.0) if repeat > 1 else None
     done = 0
+    ask = stop if chunk_rows > 0 else None
     for key, coef in terms:
         block = blocks[key]
         n = kernel.rows(block)
         step = chunk_rows if chunk_rows > 0 else max(n, 1)
         for start in range(0, n, step):
+            if done and ask is not None and ask():  # between chunks: a finished task is sent
+                return None, done / total
             end = min(n, start + step)
             kernel.accumulate(block, theta, start, end, coef, out)
             if burn is not None:
                 burn(block, theta, start, end, coef)
             done += end - start
-            if chunk_rows > 0 and stop is not None and stop():
-                return None, done / total if total else 1.0
     return out, 1.0
 
 

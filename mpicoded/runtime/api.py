@@ -55,12 +55,15 @@ def run(job: AnyJob, **given: Any):
                         "mpicoded.MatVecJob")
     args = options(**given)  # the same check on every rank: nobody waits for a refused name
     comm = world()
-    from .transport import set_wait
+    from .transport import end_waits, set_wait
 
     set_wait(args.wait)
-    if comm.Get_rank() == 0:
-        return _master(comm, job, args)
-    return _worker(comm, job, args)
+    try:
+        if comm.Get_rank() == 0:
+            return _master(comm, job, args)
+        return _worker(comm, job, args)
+    finally:
+        end_waits()
 
 
 def world():
@@ -180,7 +183,7 @@ def _take_over(outcome, job: AnyJob, args, failovers: int):
 def _abort_on_error(comm, body: Callable[[], T]) -> T:
     """``body()``; any exception but a dead master's ends every rank (MPI Abort), named."""
     from .master import AllWorkersFailed
-    from .transport import ProcessesFailed, WorkerError
+    from .transport import ProcessesFailed, WorkerError, end_waits
 
     try:
         return body()
@@ -196,6 +199,7 @@ def _abort_on_error(comm, body: Callable[[], T]) -> T:
     except Exception:
         print(f"mpicoded: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",
               file=sys.stderr, flush=True)
+    end_waits()
     comm.Abort(1)
     raise SystemExit(1)  # not reached: Abort ends the process
 
@@ -220,7 +224,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
     and the run goes on from ``resume``."""
     from .master import Master
-    from .transport import waiting
+    from .transport import end_waits, waiting
 
     args = plan.args
     n_workers = plan.code.n_workers
@@ -263,5 +267,6 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     if master.unstopped:  # hung: only ending the job ends them (results are written)
         print(f"mpicoded: worker rank(s) {master.unstopped} timed out and never acknowledged "
               "STOP; ending the job", file=sys.stderr, flush=True)
+        end_waits()
         comm.Abort(1)
     return result

@@ -94,8 +94,15 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0) -> np.ndarray:
     """RESULT: ``count`` task ids, then their values back to back (one message, one or many)."""
-    return pack(job, iteration, epoch, len(tasks), worker, np.asarray(tasks, dtype=np.float64),
-                *values)
+    n = len(tasks)
+    buf = np.empty(HEADER + n + sum(np.size(v) for v in values))
+    buf[:HEADER] = (job, iteration, epoch, n, worker, n)
+    buf[HEADER : HEADER + n] = tasks
+    at = HEADER + n
+    for value in values:  # filled in place: this is every worker's per-task send
+        buf[at : at + value.size] = value
+        at += value.size
+    return buf
 
 
 def result_fields(msg: Message) -> tuple[list[int], np.ndarray]:

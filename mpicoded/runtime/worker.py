@@ -97,26 +97,31 @@ class Worker:
         done_values: list[np.ndarray] = []
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
-        shift = float(setup.delay.iteration_shifts(np.array([setup.worker]))[0])
-        if shift and not self.serve_delay(setup.delay.seconds(shift)):
-            self.dropped += len(tasks)  # purged before the first task began
-            return
-        repeat = setup.delay.compute_factor(setup.worker, msg.iteration)
+        delay = setup.delay
+        if delay.sleeps:
+            shift = float(delay.iteration_shifts(np.array([setup.worker]))[0])
+            if shift and not self.serve_delay(delay.seconds(shift)):
+                self.dropped += len(tasks)  # purged before the first task began
+                return
+        repeat = delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
             if setup.remote:
                 self.load(setup.blocks, setup.terms[task])
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
-            value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
-                                       setup.result_size, setup.chunk_rows, repeat,
-                                       self.interrupted)
+            if i and self.interrupted():  # between tasks, as between chunks
+                value, fraction = None, 0.0
+            else:
+                value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
+                                           setup.result_size, setup.chunk_rows, repeat,
+                                           self.interrupted)
             dropped = value is None
             if not dropped:
                 self.computed += 1
-                model_time = setup.delay.task_delay(setup.worker, msg.job, msg.iteration, i,
-                                                    setup.task_cost[task])
-                dropped = not self.serve_delay(setup.delay.seconds(model_time))
+                model_time = 0.0 if not delay.sleeps else delay.task_delay(
+                    setup.worker, msg.job, msg.iteration, i, setup.task_cost[task])
                 if model_time > 0:  # cut in an injected, memoryless delay: none of it is done
+                    dropped = not self.serve_delay(delay.seconds(model_time))
                     fraction = 0.0
             if dropped:
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too

@@ -224,3 +224,26 @@ def test_wait_modes():
             set_wait("nap")
     finally:
         set_wait("sleep")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(60)
+def test_choosing_a_wait_turns_open_mpis_own_yield_off():
+    """Once mpicoded's waits are chosen, an MPI call that finds nothing to do returns at once
+    instead of giving the core away (Open MPI's default when ranks outnumber cores)."""
+    import ctypes
+
+    from mpicoded.runtime.transport import _open_pal, mpi_yield, set_wait
+
+    pal = _open_pal()
+    if pal is None:
+        pytest.skip("not Open MPI: there is no in-progress yield to turn off")
+    flag = ctypes.c_bool.in_dll(pal, "opal_progress_yield_when_idle")
+    try:
+        mpi_yield(True)
+        assert flag.value
+        set_wait("sleep")
+        assert not flag.value
+        assert mpi_yield(True) is False  # the previous setting is returned
+    finally:
+        set_wait("sleep")

@@ -368,3 +368,18 @@ def test_under_a_tolerance_the_loss_covers_the_partitions_decoded():
     job.update(theta, dec.result(), dec.missing_partitions)
     X, y = user.data.X[40:], user.data.y[40:]
     assert job.decoded_loss == pytest.approx(0.5 * np.mean((X @ theta - y) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
+@pytest.mark.parametrize("scale", [0.1, 30.0, 1000.0])  # up to margins far past exp's range
+def test_the_fused_gradient_and_loss_equal_the_two_apart(cls, scale):
+    """``compute_with_loss`` shares X θ between the two; it must agree with ``compute`` and
+    ``block_loss`` (finite, to rounding) however large the margins."""
+    user = cls(samples=300, features=4, seed=5)
+    block = user.blocks(3)[1]
+    theta = np.random.default_rng(2).standard_normal(4) * scale
+    value, loss = user.compute_with_loss(block, theta)
+    expected = user.compute(block, theta)
+    assert np.isfinite(loss) and np.all(np.isfinite(value))
+    assert np.allclose(value, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+    assert loss == pytest.approx(user.block_loss(block, theta), rel=1e-12)

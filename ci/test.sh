@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: lint, type check (mypy), unit tests (no MPI), pytest-mpi tests, end-to-end
-# mpirun tests (the network-namespace ones as root), static checks of docker/, and a real
-# single-node Slurm job (as root with apt; skipped with a message otherwise). Creates .venv with
+# mpirun tests (the network-namespace ones as root), static checks of docker/ and a real
+# docker-compose cluster, and a real single-node Slurm job (both as root with apt; skipped with
+# a message otherwise). Creates .venv with
 # the test and examples extras on first use (the end-to-end tests run every example). Extra
 # arguments go to every pytest run.
 set -euo pipefail
@@ -29,6 +30,9 @@ timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
 
 echo "== docker/ static checks"
 ./ci/docker-check.sh
+
+echo "== docker-compose cluster (a private dockerd; as root with apt, skipped otherwise)"
+./ci/docker-test.sh
 
 echo "== Slurm batch job"
 ./ci/slurm-test.sh

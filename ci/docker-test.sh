@@ -155,6 +155,14 @@ print(f"docker-test: {len(done)} iterations, {run['n_workers']} workers, "
 EOF
 }
 
+wait_iterations() {  # wait_iterations FILE N: until FILE records N iterations (2 minutes at most)
+  for _ in $(seq 240); do
+    [[ -f $1 ]] && (( $(grep -c '"record": "iteration"' "$1") >= $2 )) && return 0
+    sleep 0.5
+  done
+  echo "docker-test: $1 never recorded $2 iterations" >&2; return 1
+}
+
 echo "docker-test: a training on 4 worker containers"
 run_start=$SECONDS
 TRAIN_ARGS="--iterations 100 --delay none --metrics /home/mpi/output/run.jsonl" \
@@ -171,10 +179,7 @@ echo "docker-test: under ULFM, the ranks of a worker container killed mid-run"
 TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/ft.jsonl" \
   FT=1 up up -d --no-build --scale worker=4 >"$tmp/up2.log" 2>&1 \
   || { tail -n 40 "$tmp/up2.log" >&2; exit 1; }
-for _ in $(seq 240); do  # until 20 iterations are recorded
-  [[ -f $out/ft.jsonl ]] && (( $(grep -c '"record": "iteration"' "$out/ft.jsonl") >= 20 )) && break
-  sleep 0.5
-done
+wait_iterations "$out/ft.jsonl" 20
 "$docker" exec "$project-worker-2" bash -c \
   'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
 status=$(timeout 300 "$docker" wait "$project-master-1")
@@ -183,4 +188,18 @@ if [[ $status != 0 ]]; then
   echo "docker-test: the master exited with status $status" >&2; exit 1
 fi
 check "$out/ft.jsonl" 400 5  # a container holds 5 ranks
+up down -v >/dev/null 2>&1
+
+echo "docker-test: under ULFM, a whole worker container killed: the run must fail, not pass"
+TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/lost.jsonl" \
+  FT=1 up up -d --no-build --scale worker=4 >"$tmp/up3.log" 2>&1 \
+  || { tail -n 40 "$tmp/up3.log" >&2; exit 1; }
+wait_iterations "$out/lost.jsonl" 20
+"$docker" kill "$project-worker-2" >/dev/null
+status=$(timeout 300 "$docker" wait "$project-master-1")
+if [[ $status == 0 ]]; then  # Open MPI's status (255, seen), or the entrypoint's 1 for its 0
+  up logs --no-color master | tail -n 40 >&2
+  echo "docker-test: losing a container did not fail the run" >&2; exit 1
+fi
+echo "docker-test: the run failed, as it must (status $status)"
 echo "docker-test: passed in $(( SECONDS - started )) s"

@@ -48,6 +48,16 @@ read -ra train <<< "${TRAIN_ARGS:-}"
 ranks=$(( 1 + want * slots ))
 echo "mpicoded: $ranks ranks on $want workers: $(tr '\n' ' ' < /home/mpi/hostfile)"
 # python by its full path: a rank started over ssh has the default PATH, without the venv
-exec mpirun -n "$ranks" --hostfile /home/mpi/hostfile --map-by slot \
-  ${ft[@]+"${ft[@]}"} -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MKL_NUM_THREADS \
-  "$(command -v python)" -m mpicoded.train ${train[@]+"${train[@]}"} "$@"
+run=(mpirun -n "$ranks" --hostfile /home/mpi/hostfile --map-by slot
+  ${ft[@]+"${ft[@]}"} -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MKL_NUM_THREADS
+  "$(command -v python)" -m mpicoded.train ${train[@]+"${train[@]}"} "$@")
+(( ${#ft[@]} )) || exec "${run[@]}"
+# Under ULFM, mpirun exits 0 even when its runtime ended the job for a lost daemon (a worker
+# container gone): say so, and fail.
+status=0
+"${run[@]}" 2>&1 | tee /tmp/mpirun.log || status=${PIPESTATUS[0]}
+if (( status == 0 )) && grep -q "lost communication with a remote daemon" /tmp/mpirun.log; then
+  echo "mpicoded: a worker container was lost: Open MPI ended the job" >&2
+  status=1
+fi
+exit "$status"

@@ -42,7 +42,8 @@ for h in "${hosts[@]}"; do  # every sshd answers (and lets this key in) before m
 done
 ft=()
 if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags: one list, in mpicoded.launcher
-  read -ra ft <<< "$(python -c 'from mpicoded.launcher import FT_FLAGS; print(*FT_FLAGS)')"
+  flags=$(python -c 'from mpicoded.launcher import FT_FLAGS; print(*FT_FLAGS)')
+  read -ra ft <<< "$flags"
 fi
 read -ra train <<< "${TRAIN_ARGS:-}"
 ranks=$(( 1 + want * slots ))

@@ -66,6 +66,11 @@ def _row_width(block: Any) -> int:
     return max(1, width)
 
 
+def _defined_at(mro: tuple[type, ...], method: str) -> int:
+    """How far up ``mro`` the class defining ``method`` is (0: the object's own class)."""
+    return next((i for i, cls in enumerate(mro) if method in vars(cls)), len(mro))
+
+
 def kernel_for(job: AnyJob) -> Kernel:
     """How a worker computes a task of ``job``, row chunk by row chunk."""
     if isinstance(job, MatVecJob):
@@ -76,6 +81,11 @@ def kernel_for(job: AnyJob) -> Kernel:
     chunked = bool(job.additive)
     name = job_name(job)
     with_loss = overrides(job, "block_loss", GradientJob)
+    # a subclass that redefines compute (or block_loss) below a fused compute_with_loss means
+    # its own: the fused one would compute the parent's
+    mro = type(job).__mro__
+    fused = with_loss and _defined_at(mro, "compute_with_loss") <= min(
+        _defined_at(mro, "compute"), _defined_at(mro, "block_loss"))
 
     def rows(block: Block) -> int:
         return _rows(block) if chunked else 1
@@ -84,7 +94,10 @@ def kernel_for(job: AnyJob) -> Kernel:
                    out: np.ndarray) -> None:
         part = _take(block, start, stop) if chunked and _arrays(block) is not None else block
         if with_loss:  # the partition's loss share rides in the last entry, coded alike
-            value, loss = job.compute_with_loss(part, theta)
+            if fused:
+                value, loss = job.compute_with_loss(part, theta)
+            else:
+                value, loss = job.compute(part, theta), job.block_loss(part, theta)
             out[-1] += coef * float(loss)
             out = out[:-1]
         else:

@@ -52,8 +52,8 @@ class LogReg(SampleJob):
         z = X @ theta
         e = np.exp(-np.abs(z))
         sigma = np.where(z >= 0, 1.0, e) / (1.0 + e)
-        softplus = float(np.log1p(e).sum() + np.maximum(z, 0.0).sum())
-        return X.T @ (sigma - y), softplus - float(y @ z)
+        loss = float(np.sum(np.log1p(e) + (np.maximum(z, 0.0) - y * z)))  # no cancellation
+        return X.T @ (sigma - y), loss
 
     def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
         return total / max(1, self.rows_covered(covered)) + 0.5 * REG * float(theta @ theta)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from .transport import mpi_yield
+from .transport import blocking_mpi
 from .worker import Worker
 
 
@@ -64,10 +64,6 @@ def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None) -> Failove
     Blocking collectives wait inside MPI: Open MPI's own yield is on meanwhile."""
     latest, theta = (None, None) if worker is None or worker.latest is None else worker.latest
     mine = Held(world_rank, worker.setup.epoch if worker is not None else -1, latest, theta)
-    before = mpi_yield(True)
-    try:
+    with blocking_mpi():
         new = comm.Shrink()
         return Failover(new, new.allgather(mine), MPI.COMM_WORLD.Get_size())
-    finally:
-        if before is not None:
-            mpi_yield(before)

@@ -7,6 +7,7 @@ a little longer each empty poll, senders Isend and keep each buffer alive until 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pickle
 import time
@@ -56,6 +57,7 @@ def end_waits() -> None:
         _mpi_yield_before = None
 
 
+@functools.cache
 def _open_pal() -> ctypes.CDLL | None:
     """Open MPI's libopen-pal as loaded in this process (None under another MPI)."""
     try:
@@ -79,6 +81,18 @@ def mpi_yield(on: bool) -> bool | None:
     switch = pal.opal_progress_set_yield_when_idle
     switch.argtypes, switch.restype = [ctypes.c_bool], ctypes.c_bool
     return bool(switch(on))
+
+
+@contextmanager
+def blocking_mpi() -> Iterator[None]:
+    """A blocking MPI call waits inside MPI: Open MPI's own yield is on meanwhile (as it was
+    before ``set_wait``), so that it does not spin a shared core away."""
+    before = mpi_yield(True) if _mpi_yield_before else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            mpi_yield(before)
 
 
 def waiting() -> str:
@@ -233,14 +247,16 @@ class WorkerError(RuntimeError):
 def send_object(comm: MPI.Comm, obj: object, dest: int, tag: Tag) -> int:
     """Send ``obj`` pickled, as bytes (a set-up); returns the bytes sent: what placing cost."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    comm.Send([data, MPI.BYTE], dest=dest, tag=int(tag))
+    with blocking_mpi():
+        comm.Send([data, MPI.BYTE], dest=dest, tag=int(tag))
     return len(data)
 
 
 def _recv_object(comm: MPI.Comm, status: MPI.Status) -> Any:
     """The object ``send_object`` sent, whose probe filled ``status`` (whatever was pickled)."""
     buf = bytearray(status.Get_count(MPI.BYTE))
-    comm.Recv([buf, MPI.BYTE], source=status.Get_source(), tag=status.Get_tag())
+    with blocking_mpi():
+        comm.Recv([buf, MPI.BYTE], source=status.Get_source(), tag=status.Get_tag())
     return pickle.loads(buf)
 
 
@@ -272,7 +288,9 @@ def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:
         return None
     src, tag = status.Get_source(), status.Get_tag()
     if tag == Tag.ERROR:
-        raise WorkerError(src, comm.recv(source=src, tag=tag))
+        with blocking_mpi():
+            text = comm.recv(source=src, tag=tag)
+        raise WorkerError(src, text)
     if tag == Tag.SETUP:
         return Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, _recv_object(comm, status)), src
     buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)

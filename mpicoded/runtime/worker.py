@@ -17,7 +17,15 @@ from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.task import Block, Terms, run_task
 from .inbox import Inbox
 from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
-from .transport import Backoff, Outbox, ProcessesFailed, failures_raised, receive, wait_object
+from .transport import (
+    Backoff,
+    Outbox,
+    ProcessesFailed,
+    blocking_mpi,
+    failures_raised,
+    receive,
+    wait_object,
+)
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
@@ -105,13 +113,13 @@ class Worker:
                 return
         repeat = delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
-            if setup.remote:
-                self.load(setup.blocks, setup.terms[task])
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
             if i and self.interrupted():  # between tasks, as between chunks
                 value, fraction = None, 0.0
             else:
+                if setup.remote:
+                    self.load(setup.blocks, setup.terms[task])
                 value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
                                            setup.result_size, setup.chunk_rows, repeat,
                                            self.interrupted)
@@ -123,6 +131,8 @@ class Worker:
                 if model_time > 0:  # cut in an injected, memoryless delay: none of it is done
                     dropped = not self.serve_delay(delay.seconds(model_time))
                     fraction = 0.0
+                elif setup.report_progress and self.interrupted():
+                    dropped = True  # done after the decode: a slow CPU's sample for the split
             if dropped:
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too
                 if setup.report_progress:  # the adaptive split's sample of this worker's speed
@@ -181,7 +191,7 @@ class Worker:
             except ProcessesFailed:  # the master is gone: nobody to report to
                 raise
             except Exception:  # carried back with our rank; the master decides what follows
-                with failures_raised(self.comm):
+                with failures_raised(self.comm), blocking_mpi():
                     self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
         self.dropped += self.inbox.skipped
         self.outbox.drain()

@@ -208,7 +208,7 @@ def test_wait_modes():
     import os
     import time
 
-    from mpicoded.runtime.transport import Backoff, set_wait, waiting
+    from mpicoded.runtime.transport import Backoff, end_waits, set_wait, waiting
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", MPI.COMM_WORLD.Get_size()))
     assert set_wait("auto") == ("spin" if local <= os.cpu_count() else "yield")
@@ -224,6 +224,7 @@ def test_wait_modes():
             set_wait("nap")
     finally:
         set_wait("sleep")
+        end_waits()  # Open MPI's own yield back, as mpicoded.run leaves it
 
 
 @pytest.mark.mpi(min_size=2)
@@ -233,7 +234,7 @@ def test_choosing_a_wait_turns_open_mpis_own_yield_off():
     instead of giving the core away (Open MPI's default when ranks outnumber cores)."""
     import ctypes
 
-    from mpicoded.runtime.transport import _open_pal, mpi_yield, set_wait
+    from mpicoded.runtime.transport import _open_pal, end_waits, mpi_yield, set_wait
 
     pal = _open_pal()
     if pal is None:
@@ -247,3 +248,4 @@ def test_choosing_a_wait_turns_open_mpis_own_yield_off():
         assert mpi_yield(True) is False  # the previous setting is returned
     finally:
         set_wait("sleep")
+        end_waits()  # Open MPI's own yield back, as mpicoded.run leaves it

@@ -383,3 +383,20 @@ def test_the_fused_gradient_and_loss_equal_the_two_apart(cls, scale):
     assert np.isfinite(loss) and np.all(np.isfinite(value))
     assert np.allclose(value, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
     assert loss == pytest.approx(user.block_loss(block, theta), rel=1e-12)
+
+
+def test_a_subclass_redefining_compute_is_not_given_its_parents_fused_gradient():
+    """LogReg fuses gradient and loss; a subclass that changes compute alone must get its own
+    compute (and the parent's block_loss) on the workers, not the parent's fused pair."""
+
+    class Scaled(LogReg):
+        def compute(self, block, theta):
+            return 2.0 * super().compute(block, theta)
+
+    user = Scaled(samples=120, features=3, seed=1)
+    job = coded(user, make_code("uncoded", 3))
+    theta = np.full(3, 0.3)
+    value = job.compute(0, theta)
+    block = user.blocks(3)[0]
+    assert np.allclose(value[:-1], 2.0 * LogReg.compute(user, block, theta), rtol=1e-12)
+    assert value[-1] == pytest.approx(user.block_loss(block, theta), rel=1e-12)

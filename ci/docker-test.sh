@@ -200,9 +200,9 @@ ft_run ft
   'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
 status=$(master_status 120)
 if [[ $status == none* ]] && [[ $(tail -n 1 "$out/ft.jsonl") == *'"record": "run"'* ]]; then
-  # The run is over (rank 0 wrote its record and left), but about one time in three here a
+  # The run is over (rank 0 wrote its record and left), but in 3 of 13 runs here a
   # worker rank stays blocked inside MPI_Iprobe after it was reported failed by ULFM's detector
-  # at shutdown, and mpirun waits for it: a known problem, in the README's failure model.
+  # at shutdown, and mpirun waits for it: a known problem, in the README's docker section.
   echo "docker-test: WARNING: the run finished, but mpirun did not exit within 120 s (a worker" \
     "rank hung inside Open MPI after the master left)"
 elif [[ $status != 0 ]]; then

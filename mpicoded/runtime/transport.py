@@ -1,7 +1,9 @@
 """MPI plumbing shared by master and worker: polling with backoff, and sends that own their buffers.
 
-21 ranks share 2 cores, so nobody blocks in a busy-polling MPI wait: receivers Iprobe and sleep
-a little longer each empty poll, senders Isend and keep each buffer alive until its request is done.
+21 ranks share 2 cores, so nobody blocks in a busy-polling MPI wait: receivers Iprobe and wait
+between empty polls as ``set_wait`` chose, senders Isend and keep each buffer alive until its
+request is done. The few blocking calls (set-up, error reports, failover) run with Open MPI's
+own yield on (``blocking_mpi``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import functools
 import os
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +32,7 @@ def set_wait(mode: str) -> str:
     core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
     (see Backoff). ``auto`` spins when this node's ranks do not outnumber its cores, else
     yields (measured faster than sleeping when 21 ranks share 2 cores: see the README)."""
-    global _wait
+    global _wait, _mpi_yield_before
     if mode not in WAIT_MODES:
         raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")
     if mode == "auto":
@@ -38,7 +40,6 @@ def set_wait(mode: str) -> str:
         mode = "spin" if local <= (os.cpu_count() or 1) else "yield"
     _wait = mode
     previous = mpi_yield(False)
-    global _mpi_yield_before
     if _mpi_yield_before is None:
         _mpi_yield_before = previous
     return mode
@@ -55,6 +56,17 @@ def end_waits() -> None:
     if _mpi_yield_before is not None:
         mpi_yield(_mpi_yield_before)
         _mpi_yield_before = None
+
+
+@functools.cache
+def _yield_switch() -> Callable[[bool], bool] | None:
+    """Open MPI's ``opal_progress_set_yield_when_idle``, typed (None under another MPI)."""
+    pal = _open_pal()
+    if pal is None or not hasattr(pal, "opal_progress_set_yield_when_idle"):
+        return None
+    switch = pal.opal_progress_set_yield_when_idle
+    switch.argtypes, switch.restype = [ctypes.c_bool], ctypes.c_bool
+    return switch
 
 
 @functools.cache
@@ -75,12 +87,8 @@ def mpi_yield(on: bool) -> bool | None:
     on, every probe for a purge between two chunks of a task, and every poll of the master,
     hands the core to another rank (measured: 260 µs a probe, not 0.2, with 4 ranks on 2 cores).
     """
-    pal = _open_pal()
-    if pal is None or not hasattr(pal, "opal_progress_set_yield_when_idle"):
-        return None
-    switch = pal.opal_progress_set_yield_when_idle
-    switch.argtypes, switch.restype = [ctypes.c_bool], ctypes.c_bool
-    return bool(switch(on))
+    switch = _yield_switch()
+    return None if switch is None else bool(switch(on))
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,6 +21,7 @@ import numpy as np
 from . import checkpoint as ckpt
 from .balance import SPLITS, Moments, Splitter
 from .codes import Code, available_codes, code_parameters, make_code
+from .dashboard import missing_extra
 from .delays import DELAY_MODELS, DelayModel, load_profile
 from .jobs import Coded, MatVecJob, coded
 from .stream import poisson_arrivals
@@ -140,7 +142,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "this node's ranks fit its cores, else yield; default auto")
     g = p.add_argument_group("output")
     g.add_argument("--metrics", default=None, help="write JSON lines here (one per iteration, "
-                   "then one run record)")
+                   "one per task with the trace, then one run record)")
+    g.add_argument("--trace", action=argparse.BooleanOptionalAction, default=None,
+                   help="write a record per task to the metrics file: worker, start and end on "
+                   "rank 0's clock, chunks, outcome (used, received, purged, dropped, stale); "
+                   "default on whenever --metrics is given")
+    g.add_argument("--dashboard", type=int, nargs="?", const=8787, default=None, metavar="PORT",
+                   help="serve the live dashboard (python -m mpicoded.dashboard) of this run's "
+                   "metrics on 127.0.0.1:PORT while it runs (default port 8787); without "
+                   "--metrics the records go to a temporary file")
     g.add_argument("--loss-every", type=int, default=1, metavar="K",
                    help="evaluate the training loss every K iterations and at the end (a pass "
                    "over all the data on rank 0); 0: at the end only; default 1")
@@ -164,7 +174,7 @@ def _coerce(name: str, action: argparse.Action, value: Any) -> Any:
     """An API keyword's value as the flag would have parsed it; UsageError naming it if wrong."""
     if value is None and action.default is None:
         return None
-    if isinstance(action, argparse._StoreTrueAction):
+    if isinstance(action, (argparse._StoreTrueAction, argparse.BooleanOptionalAction)):
         if not isinstance(value, bool):
             raise UsageError(f"{name}={value!r}: expected True or False")
         return value
@@ -284,7 +294,8 @@ def job_settings(job: object) -> dict[str, Any]:
 def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> str:
     """The settings a checkpoint belongs to (output and fault-injection options may differ)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
-            "kill_worker", "iterations", "output", "iteration_timeout", "wait"}
+            "kill_worker", "iterations", "output", "iteration_timeout", "wait", "trace",
+            "dashboard"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in vars(args).items() if k not in free}})
 
@@ -331,6 +342,7 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
     bad = [r for r in args.slow_workers if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
+    check_trace(args, append)
     try:
         code = build_code(args, n_workers, isinstance(user_job, MatVecJob))
         tolerance = tolerance_partitions(args.tolerance, code)
@@ -383,6 +395,25 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
             raise UsageError(f"--metrics {args.metrics}: cannot be written: {exc.strerror}") from None
     return Plan(args, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics,
                 fingerprint)
+
+
+def check_trace(args: argparse.Namespace, append: bool) -> None:
+    """--trace and --dashboard: the trace goes into the metrics file, which a dashboard follows
+    (a temporary one if none is named); ``args.trace`` is settled here (on with --metrics)."""
+    if args.dashboard is not None and not append:  # a master after a failover serves none
+        if not 0 < args.dashboard < 65536:
+            raise UsageError(f"--dashboard {args.dashboard} is out of range: allowed 1..65535")
+        missing = missing_extra()
+        if missing:
+            raise UsageError(f"--dashboard: {missing}")
+        if not args.metrics:
+            args.metrics = os.path.join(tempfile.gettempdir(),
+                                        f"mpicoded-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+    if args.trace and not args.metrics:
+        raise UsageError("--trace writes a record per task into the metrics file: give "
+                         "--metrics FILE")
+    if args.trace is None:
+        args.trace = bool(args.metrics)
 
 
 def ends_a_line(path: str) -> bool:

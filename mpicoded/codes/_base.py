@@ -59,9 +59,14 @@ class Decoder:
         return self.ready
 
     @property
+    def used(self) -> set[int]:
+        """The tasks whose results the decoded value combines (so far, before it is ready)."""
+        return set(self.tasks)
+
+    @property
     def results_used(self) -> int:
         """Results the decoded value combines."""
-        return len(self.tasks)
+        return len(self.used)
 
     def _update(self, task: int) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError

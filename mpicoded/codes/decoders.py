@@ -166,8 +166,8 @@ class IntervalDecoder(Decoder):
         return path, np.array(sorted(missing), dtype=int)
 
     @property
-    def results_used(self) -> int:
-        return len(self._path) if self.ready else len(self.tasks)
+    def used(self) -> set[int]:
+        return set(self._path) if self.ready else set(self.tasks)
 
     @property
     def missing_partitions(self) -> np.ndarray:
@@ -226,8 +226,8 @@ class PeelingDecoder(Decoder):
                     stack.append((other, t2, p))
 
     @property
-    def results_used(self) -> int:
-        return len({t for t, _ in self._how.values()})
+    def used(self) -> set[int]:
+        return {t for t, _ in self._how.values()}
 
     @property
     def missing_partitions(self) -> np.ndarray:

@@ -163,7 +163,7 @@ class Coded:
         """Task ``task``'s value computed here: what a worker returns (tests, references)."""
         terms = self.terms(task)
         blocks = {key: self.local_block(key) for key, _ in terms}
-        value, _ = run_task(self.kernel, blocks, terms, theta, self.result_size, chunk_rows)
+        value, _, _ = run_task(self.kernel, blocks, terms, theta, self.result_size, chunk_rows)
         assert value is not None
         return value
 

@@ -42,9 +42,9 @@ class Kernel:
 
 def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: np.ndarray,
              size: int, chunk_rows: int = 0, repeat: float = 1.0,
-             stop: Callable[[], bool] | None = None) -> tuple[np.ndarray | None, float]:
-    """The task's value (None if ``stop()`` said so between chunks) and the fraction of its rows
-    computed.
+             stop: Callable[[], bool] | None = None) -> tuple[np.ndarray | None, float, int]:
+    """The task's value (None if ``stop()`` said so between chunks), the fraction of its rows
+    computed and the chunks computed.
 
     ``chunk_rows`` 0 computes the task whole, never asking ``stop()``. ``repeat`` > 1 computes
     every chunk that many times over (the surplus into a scratch buffer): a CPU that is really
@@ -53,7 +53,7 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     total = sum(kernel.rows(blocks[key]) for key, _ in terms)
     out = np.zeros(size)
     burn = _Burn(kernel, size, repeat - 1.0) if repeat > 1 else None
-    done = 0
+    done = chunks = 0
     ask = stop if chunk_rows > 0 else None
     for key, coef in terms:
         block = blocks[key]
@@ -61,13 +61,14 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
         step = chunk_rows if chunk_rows > 0 else max(n, 1)
         for start in range(0, n, step):
             if done and ask is not None and ask():  # between chunks: a finished task is sent
-                return None, done / total
+                return None, done / total, chunks
             end = min(n, start + step)
             kernel.accumulate(block, theta, start, end, coef, out)
             if burn is not None:
                 burn(block, theta, start, end, coef)
             done += end - start
-    return out, 1.0
+            chunks += 1
+    return out, 1.0, chunks
 
 
 class _Burn:

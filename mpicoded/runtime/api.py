@@ -89,8 +89,11 @@ def _tell_workers(comm, message: object) -> None:
 
 
 def _master(comm, job: AnyJob, args):
+    dashboard = None
     try:
         plan = plan_run(job, args, comm.Get_size() - 1)
+        if args.dashboard is not None:
+            dashboard = _start_dashboard(plan)
     except NothingToDo:
         _tell_workers(comm, None)
         raise
@@ -100,7 +103,30 @@ def _master(comm, job: AnyJob, args):
     except Exception as exc:  # the job's own code failed (reading data, say): nobody waits
         _tell_workers(comm, Refusal(f"{type(exc).__name__}: {exc}", usage=False))
         raise
-    return _abort_on_error(comm, lambda: _execute(comm, plan))
+    try:
+        return _abort_on_error(comm, lambda: _execute(comm, plan))
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
+            if not args.quiet:
+                print(f"[mpicoded] dashboard stopped; to see this run again: python -m "
+                      f"mpicoded.dashboard {args.metrics}", file=sys.stderr, flush=True)
+
+
+def _start_dashboard(plan: Plan):
+    """``--dashboard``: the dashboard of this run's metrics, beside rank 0; UsageError (sent
+    to every rank) if it cannot start, say for a port in use."""
+    from ..dashboard import Dashboard
+
+    try:
+        dashboard = Dashboard(plan.args.metrics, plan.args.dashboard)
+    except RuntimeError as exc:
+        if plan.metrics is not None:
+            plan.metrics.close()
+        raise UsageError(f"--dashboard {plan.args.dashboard}: {exc}") from None
+    print(f"[mpicoded] dashboard: {dashboard.url} (following {plan.args.metrics})",
+          file=sys.stderr, flush=True)
+    return dashboard
 
 
 def _worker(comm, job: AnyJob, args):
@@ -238,7 +264,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
                     iteration_timeout=args.iteration_timeout,
-                    on_iteration=progress, on_job=progress.job_done)
+                    on_iteration=progress, on_job=progress.job_done,
+                    log=None if plan.metrics is None else plan.metrics.write, trace=args.trace)
     if adopt is None:
         master.place()
         resume = plan.resume
@@ -249,6 +276,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
             master.recode()
         elif master.splitter is not None and master.splitter.kind != "adaptive":
             master.place(master.splitter.schedule())  # the split moved tasks to the survivors
+    if master.trace is not None:
+        master.sync_clocks()
     if plan.resume is not None and not args.quiet:
         print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
               f"from {args.checkpoint}", file=sys.stderr, flush=True)

@@ -30,8 +30,10 @@ class Inbox:
     """
 
     def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[Any], None],
-                 purge: bool = True, rank: int = 1) -> None:
+                 purge: bool = True, rank: int = 1,
+                 on_skip: Callable[[Message, tuple[int, ...]], None] | None = None) -> None:
         self.poll, self.on_setup, self.purge, self.rank = poll, on_setup, purge, rank
+        self.on_skip = on_skip  # told of each ITERATE skipped, and its tasks (the trace)
         self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)
         self.current: Message | None = None  # the ITERATE under way
         self.current_dropped = False
@@ -68,7 +70,13 @@ class Inbox:
 
     def _skip_waiting(self) -> None:
         while self.waiting:
-            self.skipped += self.tasks(self.waiting.popleft())
+            self._skip(self.waiting.popleft())
+
+    def _skip(self, msg: Message) -> None:
+        tasks = iterate_fields(msg, self.rank)[0]
+        self.skipped += len(tasks)
+        if self.on_skip is not None:
+            self.on_skip(msg, tasks)
 
     def next_iteration(self, epoch: int) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
@@ -82,12 +90,8 @@ class Inbox:
             if msg.epoch == epoch:
                 self.current = msg
                 break
-            self.skipped += self.tasks(msg)
+            self._skip(msg)
         return self.current
-
-    def tasks(self, msg: Message) -> int:
-        """How many of an ITERATE's tasks are this worker's."""
-        return len(iterate_fields(msg, self.rank)[0])
 
     @property
     def finished(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -15,7 +16,7 @@ from ..balance import Splitter
 from ..codes import Code, rebuild, rescaled_tolerance
 from ..delays import DelayModel
 from ..jobs import Coded
-from .protocol import Tag, pack_control, pack_iterate, result_fields
+from .protocol import Tag, ack_fields, pack_control, pack_iterate, result_fields
 from .state import (
     Action,
     Decoded,
@@ -26,6 +27,7 @@ from .state import (
     SendPurge,
     SendStop,
 )
+from .trace import TaskTrace
 from .transport import (
     Backoff,
     Outbox,
@@ -35,6 +37,7 @@ from .transport import (
     is_process_failure,
     receive,
     send_object,
+    wait_buffer,
 )
 from .worker import WorkerSetup
 
@@ -71,7 +74,7 @@ class JobRecord:
 
 def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
                  purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
-                 report_progress: bool, epoch: int) -> WorkerSetup:
+                 report_progress: bool, epoch: int, trace: bool = False) -> WorkerSetup:
     """What the worker of world rank ``rank`` (its identity: delays are keyed by it) holds: its
     settings, and the blocks and terms of ``tasks`` (only the ids of blocks a job's workers load
     themselves)."""
@@ -82,7 +85,8 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                        task_cost={t: float(cost[t]) for t in tasks},
                        result_size=job.result_size, delay=delay,
                        single_message=code.messages == "single", chunk_rows=chunk_rows,
-                       purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch)
+                       purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch,
+                       trace=trace)
 
 
 def task_share(job: Coded, code: Code) -> float:
@@ -110,7 +114,8 @@ class Master:
                  checkpoint: tuple[str, int, str] | None = None,
                  iteration_timeout: float | None = None,
                  on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
-                 on_job: Callable[[JobRecord], None] | None = None) -> None:
+                 on_job: Callable[[JobRecord], None] | None = None,
+                 log: Callable[[str], object] | None = None, trace: bool = False) -> None:
         self.comm, self.code, self.job, self.delay = comm, code, job, delay
         self.tolerance, self.purge = tolerance, purge
         self.loss_every, self.splitter = loss_every, splitter
@@ -122,6 +127,7 @@ class Master:
         self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
+        self.log = log  # takes metrics lines: task records, failures, re-codes
         self.state = MasterState(code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
         self.ranks = list(range(1, code.n_workers + 1))  # comm rank of each code worker
@@ -138,6 +144,8 @@ class Master:
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
         self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
         self.t0 = time.perf_counter()
+        # task records (--trace); workers on this host read the same clock: offset -t0 to start
+        self.trace = TaskTrace(default_offset=-self.t0) if trace else None
 
     def clock(self) -> float:
         """Seconds since this master began: the time of the events MasterState sees."""
@@ -172,13 +180,40 @@ class Master:
             world = self.world[rank]
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
-                                 self.state.epoch)
+                                 self.state.epoch, self.trace is not None)
             try:
                 self.placed_bytes += send_object(self.comm, setup, rank, Tag.SETUP)
             except MPI.Exception as exc:  # died before its data arrived: a dead worker
                 if not is_process_failure(exc):
                     raise
                 self.lose(failed_ranks(self.comm) | {rank})
+
+    def sync_clocks(self, pings: int = 3) -> None:
+        """Learn each living worker's clock offset (--trace: task records on the master's clock,
+        so hosts line up): the ping of ``pings`` with the shortest round trip counts."""
+        assert self.trace is not None
+        for rank in self.ranks:
+            if rank in self.dead:
+                continue
+            best = None
+            try:
+                for _ in range(pings):
+                    sent = self.clock()
+                    self.outbox.send(pack_control(), rank, Tag.PING)
+                    reply = float(wait_buffer(self.comm, rank, Tag.PING)[-1])
+                    back = self.clock()
+                    if best is None or back - sent < best[2] - best[0]:
+                        best = (sent, reply, back)
+            except ProcessesFailed as exc:
+                self.lose(exc.ranks)
+                continue
+            assert best is not None
+            self.trace.set_offset(self.world[rank] - 1, *best)
+
+    def record(self, row: dict) -> None:
+        """A line of the metrics file (if any) for an event: a failure, a re-code."""
+        if self.log is not None:
+            self.log(json.dumps({**row, "at_s": round(self.clock(), 6)}) + "\n")
 
     def adopt(self, survivors: dict[int, int], epoch: int) -> None:
         """After a failover: code worker w (world rank w + 1) is on the comm rank
@@ -236,6 +271,7 @@ class Master:
         alive = len(self.ranks) - len(self.dead & set(self.ranks))
         print(f"[mpicoded] worker rank(s) {sorted(new)} failed; {alive} workers left",
               file=sys.stderr, flush=True)
+        self.record({"record": "failure", "ranks": sorted(new), "workers_left": alive})
         for rank in sorted(new):
             if rank in self.worker_of:
                 index = self.worker_of[rank]
@@ -266,8 +302,12 @@ class Master:
                 if index is None:  # a worker the current code no longer has
                     self.state.stale_results += msg.count
                     self.state.totals["stale_results"] += msg.count
+                    if self.trace is not None:  # of an old epoch: stale
+                        self.trace.add(msg.worker, result_fields(msg)[2])
                     continue
-                tasks, values = result_fields(msg)
+                tasks, values, entries = result_fields(msg)
+                if self.trace is not None:  # before the decode: these results' entries are here
+                    self.trace.add(msg.worker, entries)
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
                                                   self.clock(), msg.epoch))
             elif msg.tag == Tag.PROGRESS:
@@ -275,8 +315,9 @@ class Master:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
                                           (msg.job, msg.iteration, msg.epoch))
             elif msg.tag == Tag.STOP_ACK:
-                computed, sent, dropped = (int(v) for v in msg.payload[:3])
-                self.counters[msg.worker] = (computed, sent, dropped)  # by world rank - 1
+                self.counters[msg.worker], entries = ack_fields(msg)  # by world rank - 1
+                if self.trace is not None:
+                    self.trace.add(msg.worker, entries)
                 self.stopped.add(src)
                 if index is not None:
                     self.state.on_stop_ack(index)
@@ -290,6 +331,8 @@ class Master:
         self.current = (job, iteration)
         while True:
             schedule = self.splitter.schedule() if self.splitter is not None else None
+            if self.trace is not None:
+                self.trace.opened(job, iteration, self.state.epoch)
             self.execute(self.state.start_iteration(job, iteration, self.clock(),
                                                     schedule))
             if not self.recode_needed:
@@ -312,6 +355,9 @@ class Master:
             self.start_iteration(*self.current)
         decoded = self.decoded
         assert decoded.result is not None
+        if self.trace is not None:
+            assert self.state.current is not None  # the iteration just decoded
+            self.trace.decoded(self.state.current.decoder.used)
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         if self.splitter is not None:
             cur = self.state.current
@@ -361,6 +407,8 @@ class Master:
         print(f"[mpicoded] {self.recode_reason}: re-coded for {len(live)} workers: "
               f"{code.name} {shown}, tolerance {self.tolerance} (epoch {epoch})",
               file=sys.stderr, flush=True)
+        self.record({"record": "recode", "reason": self.recode_reason, "epoch": epoch,
+                     "workers": len(live), "code": code.name})
         self.place()  # a death while re-placing is found here or by the next iteration
 
     def report(self, record: IterationRecord, last: bool = False,
@@ -377,7 +425,15 @@ class Master:
         self.losses.append(loss)
         if self.on_iteration is not None:
             self.on_iteration(record, loss)
+        self.write_trace()
         return loss
+
+    def write_trace(self) -> None:
+        """The task records final so far, into the metrics file."""
+        if self.trace is not None and self.log is not None:
+            records = self.trace.take()
+            if records:
+                self.log("".join(r.line() for r in records))
 
     def shutdown(self) -> None:
         """STOP every worker and wait for all acknowledgements (results still arriving are stale).
@@ -462,6 +518,9 @@ class Master:
                 self.on_job(jobs[-1])
         self.shutdown()
         makespan = time.perf_counter() - start
+        if self.trace is not None:
+            self.trace.close("stale")  # an iteration left open (none when the run ended well)
+            self.write_trace()
         loads = None if self.splitter is None else [int(k) for k in self.splitter.loads]
         return RunResult(self.theta, self.records, self.losses, makespan,
                          dict(self.state.totals), self.counters, jobs, self.recodes, thetas,

@@ -29,6 +29,12 @@ class Tag(IntEnum):
     STOP_ACK = 6  # worker -> master: last word, with the worker's counters
     ERROR = 7  # worker -> master: an exception, as text (pickled)
     PROGRESS = 8  # worker -> master: how much of a task was done, in how long, when purged
+    PING = 9  # master -> worker at set-up, answered with the worker's clock (--trace)
+
+
+# a task's trace entry, as a worker sends it (clock: the worker's time.perf_counter)
+TRACE_FIELDS = ("job", "iteration", "epoch", "task", "start", "end", "chunks", "outcome")
+SENT, PURGED, DROPPED = 0.0, 1.0, 2.0  # a trace entry's outcome as the worker knows it
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,30 +97,57 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
     return tuple(int(t) for t in flat[start:stop]), theta
 
 
+NO_TRACE: list[tuple[float, ...]] = []
+
+
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
-                values: list[np.ndarray], epoch: int = 0) -> np.ndarray:
-    """RESULT: ``count`` task ids, then their values back to back (one message, one or many)."""
+                values: list[np.ndarray], epoch: int = 0,
+                trace: list[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+    """RESULT: ``count`` task ids, then their values back to back (one message, one or many),
+    then ``task`` trace entries (TRACE_FIELDS each: this worker's tasks since its last message,
+    these ones included)."""
     n = len(tasks)
-    buf = np.empty(HEADER + n + sum(np.size(v) for v in values))
-    buf[:HEADER] = (job, iteration, epoch, n, worker, n)
+    buf = np.empty(HEADER + n + sum(np.size(v) for v in values) + len(trace) * len(TRACE_FIELDS))
+    buf[:HEADER] = (job, iteration, epoch, len(trace), worker, n)
     buf[HEADER : HEADER + n] = tasks
     at = HEADER + n
     for value in values:  # filled in place: this is every worker's per-task send
         buf[at : at + value.size] = value
         at += value.size
+    if trace:
+        buf[at:] = np.ravel(trace)
     return buf
 
 
-def result_fields(msg: Message) -> tuple[list[int], np.ndarray]:
-    """Task ids and values (one row a task) of a RESULT message."""
+def result_fields(msg: Message) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Task ids, values (one row a task) and trace entries (one row each) of a RESULT."""
     tasks = [int(t) for t in msg.payload[: msg.count]]
-    return tasks, msg.payload[msg.count :].reshape(len(tasks), -1)
+    values, trace = _split_trace(msg, msg.payload[msg.count :])
+    return tasks, values.reshape(len(tasks), -1), trace
+
+
+def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rest`` of a RESULT or STOP_ACK payload, and the trace entries at its end."""
+    size = msg.task * len(TRACE_FIELDS)
+    if size <= 0:
+        return rest, np.empty((0, len(TRACE_FIELDS)))
+    return rest[:-size], rest[-size:].reshape(-1, len(TRACE_FIELDS))
 
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
-                 counters: tuple[int, ...] = (), epoch: int = 0) -> np.ndarray:
-    """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters."""
-    return pack(job, iteration, epoch, -1, worker, np.asarray(counters, dtype=np.float64))
+                 counters: tuple[int, ...] = (), epoch: int = 0,
+                 trace: list[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+    """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters, then its
+    trace entries not sent yet (``task`` of them)."""
+    return pack(job, iteration, epoch, len(trace), worker, np.asarray(counters, dtype=np.float64),
+                np.ravel(trace) if trace else np.empty(0))
+
+
+def ack_fields(msg: Message) -> tuple[tuple[int, int, int], np.ndarray]:
+    """A STOP_ACK's counters (computed, sent, dropped) and trace entries."""
+    counters, trace = _split_trace(msg, msg.payload)
+    computed, sent, dropped = (int(v) for v in counters[:3])
+    return (computed, sent, dropped), trace
 
 
 def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,
@@ -123,3 +156,8 @@ def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,
     result (finished but unsent ones, plus the cut task's share) and the seconds they took
     (payload ``[done, seconds]``)."""
     return pack(job, iteration, epoch, task, worker, np.array([done, seconds]))
+
+
+def pack_clock(worker: int, seconds: float) -> np.ndarray:
+    """A worker's answer to PING: its clock (payload ``[seconds]``)."""
+    return pack(-1, -1, 0, -1, worker, np.array([seconds]))

@@ -271,11 +271,26 @@ def _recv_object(comm: MPI.Comm, status: MPI.Status) -> Any:
 def wait_object(comm: MPI.Comm, source: int, tag: Tag) -> object:
     """A ``send_object`` message (start-up only), waited for with backoff rather than a busy MPI
     wait."""
+    return _recv_object(comm, _wait_probe(comm, source, tag))
+
+
+def wait_buffer(comm: MPI.Comm, source: int, tag: Tag) -> np.ndarray:
+    """The payload of the next ``tag`` message from ``source`` (set-up only: a clock's ping),
+    waited for as ``wait_object`` does; ProcessesFailed if ``source`` is dead."""
+    with failures_raised(comm):
+        status = _wait_probe(comm, source, tag)
+        buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
+        with blocking_mpi():
+            comm.Recv([buf, MPI.DOUBLE], source=source, tag=int(tag))
+    return unpack(tag, buf).payload
+
+
+def _wait_probe(comm: MPI.Comm, source: int, tag: Tag) -> MPI.Status:
     backoff = Backoff(cap=5e-3)
     status = MPI.Status()
     while not comm.Iprobe(source=source, tag=int(tag), status=status):
         backoff.wait()
-    return _recv_object(comm, status)
+    return status
 
 
 _STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops

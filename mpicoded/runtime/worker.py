@@ -16,7 +16,18 @@ from ..delays import DelayModel
 from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.task import Block, Terms, run_task
 from .inbox import Inbox
-from .protocol import Message, Tag, iterate_fields, pack_control, pack_progress, pack_result
+from .protocol import (
+    DROPPED,
+    PURGED,
+    SENT,
+    Message,
+    Tag,
+    iterate_fields,
+    pack_clock,
+    pack_control,
+    pack_progress,
+    pack_result,
+)
 from .transport import (
     Backoff,
     Outbox,
@@ -52,6 +63,7 @@ class WorkerSetup:
     epoch: int = 0
     remote: bool = False
     n_partitions: int = 0
+    trace: bool = False  # send the master a trace entry for every task (--trace)
 
 
 class Worker:
@@ -62,8 +74,10 @@ class Worker:
         self.comm, self.setup, self.job = comm, setup, job
         self.kernel = kernel_for(job)
         self.outbox = Outbox(comm)
-        self.inbox = Inbox(self.poll, self.apply, purge=setup.purge, rank=comm.Get_rank())
+        self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
+        # trace entries (TRACE_FIELDS) not sent yet; None: no trace
+        self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
 
@@ -72,11 +86,24 @@ class Worker:
         and what it had sent, is gone with it; the data, the set-up and the counters stay."""
         self.comm = comm
         self.outbox = Outbox(comm)
-        self.inbox = Inbox(self.poll, self.apply, purge=self.setup.purge, rank=comm.Get_rank())
+        self.inbox = self.new_inbox()
+
+    def new_inbox(self) -> Inbox:
+        skipped = self.trace_skipped if self.setup.trace else None
+        return Inbox(self.poll, self.apply, purge=self.setup.purge, rank=self.comm.Get_rank(),
+                     on_skip=skipped)
 
     def poll(self) -> Message | None:
-        got = receive(self.comm, source=MASTER)
+        while (got := receive(self.comm, source=MASTER)) is not None and got[0].tag == Tag.PING:
+            self.outbox.send(pack_clock(self.setup.worker, time.perf_counter()), MASTER, Tag.PING)
         return None if got is None else got[0]
+
+    def trace_skipped(self, msg: Message, tasks: tuple[int, ...]) -> None:
+        """An ITERATE dropped unstarted (superseded, purged or stopped): every task dropped."""
+        if self.trace is not None:
+            now = time.perf_counter()
+            self.trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
+                              for t in tasks)
 
     def interrupted(self) -> bool:
         """Between chunks and delay slices: must the iteration under way be dropped?"""
@@ -103,6 +130,8 @@ class Worker:
         setup = self.setup
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
+        trace = self.trace
+        unsent: list[tuple[float, ...]] = []  # trace entries of done_tasks, outcome left off
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
         delay = setup.delay
@@ -110,19 +139,21 @@ class Worker:
             shift = float(delay.iteration_shifts(np.array([setup.worker]))[0])
             if shift and not self.serve_delay(delay.seconds(shift)):
                 self.dropped += len(tasks)  # purged before the first task began
+                self.trace_skipped(msg, tasks)
                 return
         repeat = delay.compute_factor(setup.worker, msg.iteration)
         for i, task in enumerate(tasks):
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
+            began = time.perf_counter() if trace is not None else 0.0
             if i and self.interrupted():  # between tasks, as between chunks
-                value, fraction = None, 0.0
+                value, fraction, chunks = None, 0.0, 0
             else:
                 if setup.remote:
                     self.load(setup.blocks, setup.terms[task])
-                value, fraction = run_task(self.kernel, setup.blocks, setup.terms[task], theta,
-                                           setup.result_size, setup.chunk_rows, repeat,
-                                           self.interrupted)
+                value, fraction, chunks = run_task(self.kernel, setup.blocks, setup.terms[task],
+                                                   theta, setup.result_size, setup.chunk_rows,
+                                                   repeat, self.interrupted)
             dropped = value is None
             if not dropped:
                 self.computed += 1
@@ -135,6 +166,13 @@ class Worker:
                     dropped = True  # done after the decode: a slow CPU's sample for the split
             if dropped:
                 self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too
+                if trace is not None:  # done but unsent, or cut: purged; not begun: dropped
+                    now = time.perf_counter()
+                    trace.extend((*entry, PURGED) for entry in unsent)
+                    trace.append((msg.job, msg.iteration, msg.epoch, task, began, now, chunks,
+                                  PURGED if chunks else DROPPED))
+                    trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
+                                 for t in tasks[i + 1:])
                 if setup.report_progress:  # the adaptive split's sample of this worker's speed
                     buf = pack_progress(msg.job, msg.iteration, setup.worker, task,
                                         len(done_tasks) + fraction,
@@ -142,13 +180,17 @@ class Worker:
                     self.outbox.send(buf, MASTER, Tag.PROGRESS)
                 return
             assert value is not None  # a task stopped short was dropped above
+            if trace is not None:
+                unsent.append((msg.job, msg.iteration, msg.epoch, task, began,
+                               time.perf_counter(), chunks))
             if setup.single_message:
                 done_tasks.append(task)
                 done_values.append(value)
             else:
-                self.send_result(msg, [task], [value])
+                self.send_result(msg, [task], [value], unsent)
+                unsent = []
         if done_tasks:
-            self.send_result(msg, done_tasks, done_values)
+            self.send_result(msg, done_tasks, done_values, unsent)
 
     def load(self, blocks: dict[int, Block], terms: Terms) -> None:
         """Load into ``blocks`` (those the task will read: a re-split may have replaced the
@@ -169,8 +211,16 @@ class Worker:
             setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
         self.setup = setup
 
-    def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray]) -> None:
-        buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch)
+    def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],
+                    unsent: list[tuple[float, ...]]) -> None:
+        """Send results, with every trace entry not sent yet (``unsent``: these results')."""
+        trace = self.trace
+        if trace is not None:
+            trace.extend((*entry, SENT) for entry in unsent)
+        buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch,
+                          trace or [])
+        if trace:
+            trace.clear()  # copied into buf
         self.outbox.send(buf, MASTER, Tag.RESULT)
         self.sent += len(tasks)
 
@@ -196,7 +246,7 @@ class Worker:
         self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
-                           counters=(self.computed, self.sent, self.dropped))
+                           counters=(self.computed, self.sent, self.dropped), trace=self.trace or [])
         with failures_raised(self.comm):
             self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
 

@@ -135,3 +135,15 @@ def test_unexpected_message_is_an_error():
     master.sent.append(unpack(Tag.RESULT, np.zeros(6)))
     with pytest.raises(ValueError, match="unexpected RESULT"):
         master.inbox().next_iteration(0)
+
+
+def test_skipped_iterations_are_told_with_their_tasks():
+    master = FakeMaster()
+    skipped = []
+    inbox = Inbox(master.poll, master.setups.append, on_skip=lambda m, t: skipped.append(
+        (m.iteration, t)))
+    master.iterate(0, tasks=(4, 5))
+    master.iterate(1, tasks=(6,))
+    master.purge(1)
+    assert inbox.next_iteration(0) is None
+    assert skipped == [(0, (4, 5)), (1, (6,))] and inbox.skipped == 3

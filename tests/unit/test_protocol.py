@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from mpicoded.runtime.protocol import (
+    DROPPED,
+    SENT,
+    TRACE_FIELDS,
     Tag,
+    ack_fields,
     iterate_fields,
     pack_control,
     pack_iterate,
@@ -28,8 +32,17 @@ def test_iterate_round_trip_one_buffer_for_every_worker():
 def test_result_round_trip_single_and_multi():
     values = [np.arange(5.0), np.arange(5.0) * 2]
     msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8, 9], values))
-    tasks, got = result_fields(msg)
+    tasks, got, trace = result_fields(msg)
     assert msg.worker == 6 and tasks == [8, 9] and np.array_equal(got, np.stack(values))
+    assert trace.shape == (0, len(TRACE_FIELDS))
+
+
+def test_result_carries_trace_entries_after_its_values():
+    entries = [(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED), (0, 2, 0, 8, 12.0, 12.5, 7, SENT)]
+    msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8], [np.arange(4.0)], trace=entries))
+    tasks, got, trace = result_fields(msg)
+    assert tasks == [8] and np.array_equal(got, [np.arange(4.0)])
+    assert np.array_equal(trace, np.array(entries))
 
 
 def test_purge_names_its_iteration():
@@ -40,3 +53,8 @@ def test_purge_names_its_iteration():
 def test_control_carries_counters():
     msg = unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3)))
     assert msg.worker == 3 and list(msg.payload) == [10, 7, 3]
+    assert ack_fields(msg)[0] == (10, 7, 3) and ack_fields(msg)[1].shape == (0, 8)
+    entry = (1, 5, 2, 3, 1.0, 1.0, 0, DROPPED)
+    counters, trace = ack_fields(unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3),
+                                                                   trace=[entry])))
+    assert counters == (10, 7, 3) and np.array_equal(trace, [entry])

@@ -39,12 +39,13 @@ def test_stop_between_chunks_reports_the_fraction_done():
         calls.append(1)
         return len(calls) == 3
 
-    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
-                               job.result_size, chunk_rows=40, stop=stop)
+    value, fraction, chunks = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
+                                       job.result_size, chunk_rows=40, stop=stop)
     assert value is None and fraction == pytest.approx(100 / 200)  # chunks of 40, 40, 20
-    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
-                               job.result_size, chunk_rows=40, stop=lambda: False)
-    assert value is not None and fraction == 1.0
+    assert chunks == 3
+    value, fraction, chunks = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
+                                       job.result_size, chunk_rows=40, stop=lambda: False)
+    assert value is not None and fraction == 1.0 and chunks == 6  # 2 blocks: 40, 40, 20 rows each
     assert np.array_equal(value, job.compute(0, np.zeros(job.dim), chunk_rows=40))
 
 
@@ -60,7 +61,8 @@ def test_repeated_compute_burns_that_many_rows_and_returns_the_same_value(repeat
 
     counting = Kernel(job.kernel.rows, accumulate)
     theta = np.full(job.dim, 0.1)
-    value, _ = run_task(counting, blocks, terms[2], theta, job.result_size, chunk_rows, repeat)
+    value, _, _ = run_task(counting, blocks, terms[2], theta, job.result_size, chunk_rows,
+                           repeat)
     assert np.array_equal(value, job.compute(2, theta, chunk_rows=chunk_rows))
     rows = sum(job.kernel.rows(blocks[k]) for k, _ in terms[2])
     assert sum(rows_done) == pytest.approx(repeat * rows, abs=1)
@@ -69,9 +71,9 @@ def test_repeated_compute_burns_that_many_rows_and_returns_the_same_value(repeat
 def test_whole_tasks_are_never_interrupted():
     job = job_for("logreg", "frc", {"stragglers": 1})
     blocks, terms = job.placement([0])
-    value, fraction = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim), job.result_size,
-                               chunk_rows=0, stop=lambda: True)
-    assert value is not None and fraction == 1.0
+    value, fraction, chunks = run_task(job.kernel, blocks, terms[0], np.zeros(job.dim),
+                                       job.result_size, chunk_rows=0, stop=lambda: True)
+    assert value is not None and fraction == 1.0 and chunks == len(terms[0])
 
 
 def test_chunked_runs_check_between_chunks_only():

@@ -1,0 +1,44 @@
+"""The Prometheus endpoint's metrics, computed from the run's records on every scrape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .runlog import BUCKETS, RunLog
+
+COUNTERS = (
+    ("iterations", "iterations decoded"),
+    ("results_received", "task results the master received in time for their iteration"),
+    ("stale_results", "task results that arrived after their iteration was over"),
+    ("purged_tasks", "tasks purged: still owed when their iteration decoded"),
+    ("failed_workers", "workers found dead or silent past --iteration-timeout"),
+    ("recodes", "times the code was re-built for the surviving workers"),
+)
+
+
+class RunCollector(Collector):
+    """mpicoded_* counters, the iteration-time histogram and per-worker task outcomes of one
+    RunLog (whose owner polls it)."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+
+    def collect(self) -> Iterator[Metric]:
+        totals = self.log.totals
+        for name, text in COUNTERS:
+            yield CounterMetricFamily(f"mpicoded_{name}", text, value=getattr(totals, name))
+        buckets = [(repr(bound), count) for bound, count in zip(BUCKETS, totals.iteration_buckets,
+                                                                strict=True)]
+        buckets.append(("+Inf", totals.iterations))
+        yield HistogramMetricFamily("mpicoded_iteration_seconds",
+                                    "seconds from sending an iteration out to its decode",
+                                    buckets=buckets, sum_value=totals.iteration_seconds_sum)
+        tasks = CounterMetricFamily("mpicoded_worker_tasks",
+                                    "tasks by worker and outcome (the task trace)",
+                                    labels=["worker", "outcome"])
+        for (worker, outcome), count in sorted(totals.worker_tasks.items()):
+            tasks.add_metric([str(worker), outcome], count)
+        yield tasks

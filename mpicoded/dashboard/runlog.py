@@ -1,0 +1,142 @@
+"""A run's metrics file, followed as it grows (pure: no Bokeh, no MPI).
+
+``RunLog.poll()`` reads the records written since the last call (a line still being written
+waits for its end) and keeps them, with the running totals the Prometheus endpoint serves. A
+file that shrinks was started again by a new run: the log starts over.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# upper bounds of mpicoded_iteration_seconds' buckets (+Inf added by the exporter)
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass
+class Totals:
+    """What the Prometheus counters count, over the records read so far."""
+
+    iterations: int = 0
+    results_received: int = 0
+    stale_results: int = 0
+    purged_tasks: int = 0
+    failed_workers: int = 0
+    recodes: int = 0
+    iteration_seconds_sum: float = 0.0
+    iteration_buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+    worker_tasks: Counter[tuple[int, str]] = field(default_factory=Counter)
+
+
+class RunLog:
+    """The records of one metrics file: iterations, tasks, events (failures, re-codes,
+    failovers, jobs) and the final run record, in the order written."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.reset()
+
+    def reset(self) -> None:
+        self.offset = 0
+        self.tail = b""  # a line not finished yet
+        self.iterations: list[dict[str, Any]] = []
+        self.tasks: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.run: dict[str, Any] | None = None
+        self.totals = Totals()
+        self.generation = 0  # bumped on every reset: readers holding positions start over
+
+    def poll(self) -> int:
+        """Read what was appended since the last poll; the number of records read."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, 2)
+                size = f.tell()
+                if size < self.offset:  # truncated: a new run writes the file
+                    generation = self.generation
+                    self.reset()
+                    self.generation = generation + 1
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:  # not created yet
+            return 0
+        self.offset += len(data)
+        lines = (self.tail + data).split(b"\n")
+        self.tail = lines.pop()
+        read = 0
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line torn by a master's death, say
+                continue
+            if isinstance(row, dict):
+                self.add(row)
+                read += 1
+        return read
+
+    def add(self, row: dict[str, Any]) -> None:
+        """One record."""
+        kind = row.get("record")
+        totals = self.totals
+        if kind == "iteration":
+            self.iterations.append(row)
+            totals.iterations += 1
+            totals.results_received += int(row.get("results_received", 0))
+            totals.stale_results += int(row.get("stale_results", 0))
+            totals.purged_tasks += int(row.get("purged_tasks", 0))
+            wall = float(row.get("wall_s", 0.0))
+            totals.iteration_seconds_sum += wall
+            for i, bound in enumerate(BUCKETS):
+                if wall <= bound:
+                    totals.iteration_buckets[i] += 1
+        elif kind == "task":
+            self.tasks.append(row)
+            totals.worker_tasks[(int(row["worker"]), str(row["outcome"]))] += 1
+        elif kind == "run":
+            self.run = row
+            totals.failed_workers = max(totals.failed_workers, int(row.get("failed_workers", 0)))
+        else:
+            self.events.append(row)
+            if kind == "failure":
+                totals.failed_workers += len(row.get("ranks", ()))
+            elif kind == "recode":
+                totals.recodes += 1
+
+    @property
+    def workers(self) -> list[int]:
+        """The workers the trace has seen, in order."""
+        return sorted({w for w, _ in self.totals.worker_tasks})
+
+
+def loss_value(row: dict[str, Any]) -> float:
+    """An iteration's loss, NaN when it has none (a job that reports none, or not that one)."""
+    loss = row.get("loss")
+    return float(loss) if loss is not None and math.isfinite(loss) else math.nan
+
+
+def worker_summary(tasks: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per worker: mean seconds a finished task took (used, received or stale: computed to the
+    end), and its tasks in its newest iteration (its load, as a split set it)."""
+    seconds: dict[int, list[float]] = {}
+    newest: dict[int, tuple[int, int, int]] = {}
+    load: Counter[int] = Counter()
+    for row in tasks:
+        w = int(row["worker"])
+        key = (int(row["job"]), int(row.get("epoch", 0)), int(row["iteration"]))
+        if key > newest.get(w, (-1, -1, -1)):
+            newest[w], load[w] = key, 0
+        if key == newest[w]:
+            load[w] += 1
+        if row["outcome"] in ("used", "received", "stale"):
+            seconds.setdefault(w, []).append(float(row["end_s"]) - float(row["start_s"]))
+    workers = sorted(newest)
+    return {
+        "worker": [float(w) for w in workers],
+        "task_ms": [1e3 * sum(seconds[w]) / len(seconds[w]) if w in seconds else math.nan
+                    for w in workers],
+        "load": [float(load[w]) for w in workers],
+    }

@@ -1,0 +1,104 @@
+"""The task trace (``--trace``): what each task of each worker did, and when, on the master's
+clock (pure: no MPI).
+
+A worker knows when a task started and ended, how many chunks it computed, and whether it sent
+the result, was purged mid-task or dropped the task before starting it; it sends these entries
+along with messages it sends anyway (its next RESULT, or STOP_ACK). Only the master knows what
+became of a sent result: ``used`` in the decode, ``received`` but not needed (a replica's
+duplicate, or past what the decoder took), or ``stale`` (its iteration was decoded or abandoned
+before it arrived). ``TaskTrace`` joins the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .protocol import DROPPED, PURGED, SENT, TRACE_FIELDS
+
+OUTCOMES = ("used", "received", "purged", "dropped", "stale")
+_FIELD = {name: i for i, name in enumerate(TRACE_FIELDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task of one worker: a ``"record": "task"`` line of the metrics file."""
+
+    worker: int
+    job: int
+    iteration: int
+    epoch: int
+    task: int
+    start_s: float
+    end_s: float
+    chunks: int
+    outcome: str
+
+    def line(self) -> str:
+        """The JSON line (written by hand: a run writes one a task)."""
+        return (f'{{"record": "task", "worker": {self.worker}, "job": {self.job}, '
+                f'"iteration": {self.iteration}, "epoch": {self.epoch}, "task": {self.task}, '
+                f'"start_s": {self.start_s:.6f}, "end_s": {self.end_s:.6f}, '
+                f'"chunks": {self.chunks}, "outcome": "{self.outcome}"}}\n')
+
+
+class TaskTrace:
+    """Entries in, task records out. ``offsets[worker]`` turns that worker's clock into the
+    master's (``default_offset`` for a worker never pinged: right on one host, where every
+    process reads the same monotonic clock)."""
+
+    def __init__(self, default_offset: float = 0.0) -> None:
+        self.offsets: dict[int, float] = {}
+        self.default_offset = default_offset
+        self.open: tuple[int, int, int] | None = None  # (job, iteration, epoch) being decoded
+        self.pending: list[TaskRecord] = []  # sent results of the open iteration, as they came
+        self.records: list[TaskRecord] = []  # final, not taken yet
+
+    def set_offset(self, worker: int, sent: float, reply: float, back: float) -> None:
+        """A ping: the master's clock read at ``sent`` and ``back``, the worker's ``reply`` in
+        between (assumed half-way)."""
+        self.offsets[worker] = (sent + back) / 2 - reply
+
+    def opened(self, job: int, iteration: int, epoch: int) -> None:
+        """The master sent (job, iteration) out: its results are pending until decoded."""
+        self.close("received")
+        self.open = (job, iteration, epoch)
+
+    def add(self, worker: int, entries: np.ndarray) -> None:
+        """A worker's entries (rows of TRACE_FIELDS, its own clock)."""
+        offset = self.offsets.get(worker, self.default_offset)
+        for row in entries:
+            job, iteration, epoch, task, start, end, chunks, outcome = row.tolist()
+            key = (int(job), int(iteration), int(epoch))
+            if outcome == SENT:
+                name = "pending" if key == self.open else "stale"
+            else:
+                name = "purged" if outcome == PURGED else "dropped"
+                assert outcome in (PURGED, DROPPED), f"unknown trace outcome {outcome}"
+            record = TaskRecord(worker, *key, int(task), start + offset, end + offset,
+                                int(chunks), name)
+            (self.pending if name == "pending" else self.records).append(record)
+
+    def decoded(self, used: set[int]) -> None:
+        """The open iteration decoded from the results of tasks ``used``: the first result of
+        each (in arrival order, as the decoder took them) was used, any other received."""
+        taken: set[int] = set()
+        for record in self.pending:
+            outcome = "used" if record.task in used and record.task not in taken else "received"
+            taken.add(record.task)
+            self.records.append(replace(record, outcome=outcome))
+        self.pending = []
+        self.open = None
+
+    def close(self, outcome: str) -> None:
+        """The open iteration ends undecoded (abandoned for a re-code, or the run ended): what
+        it received is ``outcome``."""
+        self.records.extend(replace(record, outcome=outcome) for record in self.pending)
+        self.pending = []
+        self.open = None
+
+    def take(self) -> list[TaskRecord]:
+        """The records final since the last call."""
+        out, self.records = self.records, []
+        return out

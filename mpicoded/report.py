@@ -1,5 +1,6 @@
-"""``python -m mpicoded.report METRICS.jsonl [--out DIR]``: a summary of a run's metrics, and PNG
-plots (iteration time, purged and stale work, loss) when matplotlib is installed."""
+"""``python -m mpicoded.report METRICS.jsonl [--out DIR] [--html]``: a summary of a run's
+metrics, PNG plots (iteration time, purged and stale work, loss) when matplotlib is installed,
+and with ``--html`` one self-contained page with the dashboard's plots (the task stream too)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from .dashboard import missing_extra
 
 
 def read(path: Path) -> tuple[list[dict], list[dict], dict]:
@@ -93,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mpicoded.report", description=__doc__)
     p.add_argument("metrics", help="a JSON lines file written by mpicoded.train --metrics")
     p.add_argument("--out", default=None, help="directory for the PNG (default: beside it)")
+    p.add_argument("--html", action="store_true",
+                   help="also write one self-contained HTML file with the dashboard's plots "
+                   "(the task stream among them), beside the PNG (needs the dashboard extra)")
     args = p.parse_args(argv)
     path = Path(args.metrics)
     try:
@@ -108,6 +114,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"plot: {written}")
     except ImportError:
         print("plots skipped: matplotlib is not installed (pip install 'mpicoded[plot]')")
+    if args.html:
+        missing = missing_extra()
+        if missing:
+            print(f"mpicoded.report: --html: {missing}", file=sys.stderr)
+            return 2
+        from .dashboard.figures import standalone_html
+        from .dashboard.runlog import RunLog
+
+        log = RunLog(str(path))
+        log.poll()
+        page = out / f"{path.stem}.html"
+        page.write_text(standalone_html(log, path.name))
+        print(f"html: {page}")
     return 0
 
 

@@ -115,3 +115,14 @@ class Panels:
         if new_its:
             self.its.stream(_iteration_columns(new_its, self.seen_its))
             self.seen_its = len(log.iterations)
+
+
+def standalone_html(log: RunLog, title: str) -> str:
+    """One self-contained HTML page (Bokeh's JavaScript inline) with the plots of every record
+    ``log`` has read: the shareable report."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    panels = Panels(title)
+    panels.update(log)
+    return file_html(panels.layout, INLINE, title=f"mpicoded: {title}")

@@ -61,6 +61,10 @@ def test_kill_more_than_s_recodes_and_completes(tmp_path, fault_free):
     assert run["failed_workers"] == 5 and run["recodes"] >= 1 and len(its) == 30
     assert re.search(r"re-coded for 1[5-8] workers: gfrc stragglers=3", out), out[-3000:]
     assert run["final_loss"] == pytest.approx(fault_free[1]["final_loss"], rel=1e-9)
+    rows = [json.loads(line) for line in (tmp_path / "recode.jsonl").read_text().splitlines()]
+    failures = [r for r in rows if r["record"] == "failure"]  # what the dashboard counts
+    assert sorted(rank for r in failures for rank in r["ranks"]) == [1, 2, 3, 4, 6]
+    assert sum(r["record"] == "recode" for r in rows) == run["recodes"]
 
 
 def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):

@@ -181,3 +181,37 @@ def test_output_saves_the_trained_theta(tmp_path):
     assert saved.shape == (2, 6)
     assert np.array_equal(saved[-1], np.array(run["final_theta"]))
     assert not np.array_equal(saved[0], np.zeros(6))
+
+
+def test_task_trace_accounts_for_every_task(tmp_path):
+    """--metrics writes a task record for every task of every iteration: the decode's ``used``
+    ones are its results_used, the ones owed at the decode (purged, dropped or finished anyway:
+    stale) are its purged_tasks, and times are on rank 0's clock (inside the iteration)."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(7, "--code", "cpgc", "--load", "2", "--delay", "persistent", "--task-time",
+                 "0.004", "--slow-workers", "2", "--slow-factor", "10", "--iterations", "12",
+                 "--samples", "1800", "--features", "8", "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    its = [r for r in rows if r["record"] == "iteration"]
+    tasks = [r for r in rows if r["record"] == "task"]
+    assert rows[-1]["record"] == "run" and rows[-1]["config"]["trace"] is True
+    assert {r["outcome"] for r in tasks} <= {"used", "received", "purged", "dropped", "stale"}
+    for it in its:
+        mine = [t for t in tasks if t["iteration"] == it["iteration"]]
+        assert len(mine) == 6 * 2  # 6 workers, 2 tasks each: none unaccounted for
+        assert sum(t["outcome"] == "used" for t in mine) == it["results_used"]
+        owed = sum(t["outcome"] in ("purged", "dropped", "stale") for t in mine)
+        assert owed == it["purged_tasks"]
+        decode = it["started_s"] + it["wall_s"]
+        for t in mine:
+            assert it["started_s"] - 0.005 <= t["start_s"] <= t["end_s"]
+            if t["outcome"] == "used":
+                assert t["end_s"] <= decode + 0.005 and t["chunks"] >= 1
+    slow = [t["outcome"] for t in tasks if t["worker"] == 1]
+    assert slow.count("used") < len(slow) / 2  # the 10x straggler's work is mostly cut
+    done = train(7, "--code", "cpgc", "--load", "2", "--delay", "none", "--iterations", "3",
+                 "--samples", "1800", "--features", "8", "--metrics", str(metrics), "--quiet",
+                 "--no-trace")
+    assert done.returncode == 0, done.output[-3000:]
+    assert '"task"' not in metrics.read_text()

@@ -32,3 +32,17 @@ def test_not_a_metrics_file(tmp_path, capsys):
     path.write_text("hello\n")
     assert main([str(path)]) == 2
     assert "not a mpicoded metrics file" in capsys.readouterr().err
+
+
+def test_html_report_is_one_self_contained_page_with_the_task_stream(tmp_path, capsys):
+    pytest.importorskip("bokeh")
+    path = tmp_path / "run.jsonl"
+    rows = [{**ITERATION, "iteration": 0, "started_s": 0.0, "loss": 0.5}]
+    rows += [{"record": "task", "worker": w, "job": 0, "iteration": 0, "epoch": 0, "task": w,
+              "start_s": 0.001, "end_s": 0.002 * (w + 1), "chunks": 1, "outcome": "used"}
+             for w in range(3)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main([str(path), "--out", str(tmp_path), "--html"]) == 0
+    assert f"html: {tmp_path / 'run.html'}" in capsys.readouterr().out
+    page = (tmp_path / "run.html").read_text()
+    assert "task_stream" in page and "<script src=" not in page  # Bokeh's JS inline, no CDN

@@ -1,0 +1,93 @@
+"""The dashboard's view of a metrics file (pure), and its Prometheus counters."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mpicoded.dashboard.runlog import BUCKETS, RunLog, worker_summary
+
+
+def iteration(i, wall=0.004, purged=1, stale=0, received=3):
+    return {"record": "iteration", "job": 0, "iteration": i, "wall_s": wall,
+            "results_received": received, "stale_results": stale, "purged_tasks": purged,
+            "started_s": 0.01 * i, "loss": None if i % 2 else 1.0 / (i + 1)}
+
+
+def task(worker, i, outcome="used", start=0.0, end=0.001):
+    return {"record": "task", "worker": worker, "job": 0, "iteration": i, "epoch": 0,
+            "task": worker, "start_s": start, "end_s": end, "chunks": 1, "outcome": outcome}
+
+
+def write(path, rows, mode="a"):
+    with open(path, mode) as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_follows_the_file_as_it_grows_and_waits_for_unfinished_lines(tmp_path):
+    path = tmp_path / "run.jsonl"
+    log = RunLog(str(path))
+    assert log.poll() == 0  # not there yet
+    write(path, [iteration(0), task(0, 0), task(1, 0, "purged")])
+    assert log.poll() == 3
+    line = json.dumps(iteration(1, wall=0.02, purged=0, stale=2)) + "\n"
+    with open(path, "a") as f:
+        f.write(line[:10])  # a record half written
+    assert log.poll() == 0 and len(log.iterations) == 1
+    with open(path, "a") as f:
+        f.write(line[10:])
+    assert log.poll() == 1
+    totals = log.totals
+    assert (totals.iterations, totals.purged_tasks, totals.stale_results,
+            totals.results_received) == (2, 1, 2, 6)
+    assert totals.iteration_seconds_sum == pytest.approx(0.024)
+    assert totals.iteration_buckets[BUCKETS.index(0.005)] == 1
+    assert totals.iteration_buckets[BUCKETS.index(0.025)] == 2  # cumulative
+    assert dict(totals.worker_tasks) == {(0, "used"): 1, (1, "purged"): 1}
+    assert log.workers == [0, 1]
+
+
+def test_events_count_failures_and_recodes_and_a_new_run_starts_over(tmp_path):
+    path = tmp_path / "run.jsonl"
+    log = RunLog(str(path))
+    write(path, [iteration(0), {"record": "failure", "ranks": [3, 4], "workers_left": 18},
+                 {"record": "recode", "epoch": 1, "workers": 18, "code": "gfrc"},
+                 {"record": "run", "failed_workers": 2}])
+    log.poll()
+    assert (log.totals.failed_workers, log.totals.recodes) == (2, 1) and log.run is not None
+    write(path, [iteration(0)], mode="w")  # a new run truncates the file
+    log.poll()
+    assert log.generation == 1 and log.totals.iterations == 1 and log.totals.recodes == 0
+
+
+def test_worker_summary_is_speed_of_finished_tasks_and_newest_load():
+    rows = [task(0, 0, "used", 0.0, 0.010), task(0, 0, "received", 0.010, 0.030),
+            task(0, 1, "used", 0.1, 0.11), task(1, 0, "purged", 0.0, 0.5),
+            task(1, 1, "dropped", 0.6, 0.6)]
+    got = worker_summary(rows)
+    assert got["worker"] == [0.0, 1.0] and got["load"] == [1.0, 1.0]
+    assert got["task_ms"][0] == pytest.approx(40 / 3) and math.isnan(got["task_ms"][1])
+
+
+def test_prometheus_text_has_every_counter_and_the_histogram(tmp_path):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from mpicoded.dashboard.metrics import RunCollector
+
+    path = tmp_path / "run.jsonl"
+    write(path, [iteration(0), iteration(1, wall=0.3), task(2, 0, "stale"),
+                 {"record": "recode", "epoch": 1}])
+    log = RunLog(str(path))
+    log.poll()
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(RunCollector(log))
+    text = prometheus_client.generate_latest(registry).decode()
+    for line in ("mpicoded_iterations_total 2.0", "mpicoded_results_received_total 6.0",
+                 "mpicoded_stale_results_total 0.0", "mpicoded_purged_tasks_total 2.0",
+                 "mpicoded_failed_workers_total 0.0", "mpicoded_recodes_total 1.0",
+                 'mpicoded_iteration_seconds_bucket{le="0.005"} 1.0',
+                 'mpicoded_iteration_seconds_bucket{le="+Inf"} 2.0',
+                 "mpicoded_iteration_seconds_count 2.0",
+                 'mpicoded_worker_tasks_total{outcome="stale",worker="2"} 1.0'):
+        assert line in text.splitlines(), line

@@ -37,5 +37,15 @@ echo "== docker-compose cluster (a private dockerd; as root with apt, skipped ot
 echo "== Slurm batch job"
 ./ci/slurm-test.sh
 
+echo "== Chromium for the dashboard's browser test (as root with apt; the test skips without it)"
+if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+      >/tmp/mpicoded-chromium-apt.log 2>&1; then
+    tail -5 /tmp/mpicoded-chromium-apt.log
+    echo "Chromium could not be installed: the browser test will be skipped"
+  fi
+fi
+command -v chromium >/dev/null && chromium --version
+
 echo "== end-to-end tests (mpirun in a subprocess)"
 "$py" -m pytest -q tests/e2e "$@"

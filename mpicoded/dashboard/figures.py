@@ -91,10 +91,13 @@ class Panels:
                        x_axis_label="worker", y_axis_label="ms", tools="save")
         speed.vbar(x="worker", top="task_ms", width=0.4, source=self.workers,
                    legend_label="task ms", color="#17becf")
-        speed.extra_y_ranges = {"load": DataRange1d(start=0)}  # tasks, on an axis of their own
+        loads = DataRange1d(start=0)  # tasks, on an axis of their own
+        speed.extra_y_ranges = {"load": loads}
         speed.add_layout(LinearAxis(y_range_name="load", axis_label="tasks"), "right")
-        speed.scatter(x="worker", y="load", source=self.workers, size=9, color="black",
-                      legend_label="load (tasks)", y_range_name="load")
+        dots: GlyphRenderer = speed.scatter(x="worker", y="load", source=self.workers, size=9,
+                                            color="black", legend_label="load (tasks)",
+                                            y_range_name="load")
+        loads.renderers = [dots]
         self.layout = column(stream, row(wall, loss, sizing_mode="stretch_width"),
                              row(waste, speed, sizing_mode="stretch_width"),
                              sizing_mode="stretch_width")

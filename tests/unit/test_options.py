@@ -49,3 +49,29 @@ def test_import_mpicoded_does_not_load_mpi():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_trace_is_on_with_metrics_and_needs_them():
+    from mpicoded.plan import check_trace
+
+    on = options(metrics="m.jsonl")
+    check_trace(on, append=False)
+    assert on.trace is True
+    off = options()
+    check_trace(off, append=False)
+    assert off.trace is False
+    with pytest.raises(UsageError, match="--trace writes a record per task"):
+        check_trace(options(trace=True), append=False)
+    quiet = options(metrics="m.jsonl", trace=False)
+    check_trace(quiet, append=False)
+    assert quiet.trace is False
+
+
+def test_a_dashboard_without_metrics_follows_a_temporary_file():
+    from mpicoded.plan import check_trace
+
+    args = options(dashboard=8790)
+    check_trace(args, append=False)
+    assert args.metrics.endswith(".jsonl") and args.trace is True
+    with pytest.raises(UsageError, match="--dashboard 70000 is out of range"):
+        check_trace(options(dashboard=70000), append=False)

@@ -91,3 +91,16 @@ def test_prometheus_text_has_every_counter_and_the_histogram(tmp_path):
                  "mpicoded_iteration_seconds_count 2.0",
                  'mpicoded_worker_tasks_total{outcome="stale",worker="2"} 1.0'):
         assert line in text.splitlines(), line
+
+
+def test_without_the_extra_the_dashboard_says_what_to_install(monkeypatch, capsys):
+    import importlib.util
+
+    from mpicoded.dashboard.__main__ import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "bokeh" else real(name, *a))
+    assert main(["run.jsonl"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'mpicoded[dashboard]'" in err

@@ -74,15 +74,22 @@ def bench_overhead(args: argparse.Namespace) -> dict:
         for mode in args.wait.split(","):
             print(f"[bench] overhead {samples}x{features}: mpicoded uncoded, wait {mode} ...",
                   file=sys.stderr, flush=True)
-            run = train_run(21, ["--code", "uncoded", "--delay", "none", "--wait", mode,
-                                 "--iterations", str(WARMUP + args.iterations), *size],
-                            records=True)
+            flags = ["--code", "uncoded", "--delay", "none", "--wait", mode, "--iterations",
+                     str(WARMUP + args.iterations), *size]
+            run = train_run(21, flags, records=True)
             steady = steady_iteration_s(run["iteration_records"])
-            out[key][run["wait"]] = {"mpicoded_s": steady, "ratio": steady / plain}
+            print(f"[bench] overhead {samples}x{features}: the same, --no-trace ...",
+                  file=sys.stderr, flush=True)
+            untraced = steady_iteration_s(train_run(21, [*flags, "--no-trace"],
+                                                    records=True)["iteration_records"])
+            out[key][run["wait"]] = {"mpicoded_s": steady, "ratio": steady / plain,
+                                     "no_trace_s": untraced, "trace_cost": steady / untraced}
             rows.append([f"{samples} x {features}", run["wait"], f"{plain * 1e3:.2f}",
-                         f"{steady * 1e3:.2f}", f"{steady / plain:.2f}x"])
+                         f"{steady * 1e3:.2f}", f"{steady / plain:.2f}x",
+                         f"{untraced * 1e3:.2f}", f"{steady / untraced:.2f}x"])
     print(f"overhead: 20 workers, no injected delay, {args.iterations} iterations after "
           f"{WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "
-          "with the gradient, metrics written)")
-    print(table(["data", "wait", "plain mpi4py ms/it", "mpicoded ms/it", "ratio"], rows))
+          "with the gradient, metrics and the task trace written); then with --no-trace")
+    print(table(["data", "wait", "plain mpi4py ms/it", "mpicoded ms/it", "ratio",
+                 "no trace ms/it", "trace on/off"], rows))
     return out

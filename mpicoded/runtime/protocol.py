@@ -114,8 +114,10 @@ def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
     for value in values:  # filled in place: this is every worker's per-task send
         buf[at : at + value.size] = value
         at += value.size
-    if trace:
-        buf[at:] = np.ravel(trace)
+    width = len(TRACE_FIELDS)
+    for entry in trace:  # a tuple or two, most often: cheaper than building an array of them
+        buf[at : at + width] = entry
+        at += width
     return buf
 
 

@@ -11,18 +11,23 @@ before it arrived). ``TaskTrace`` joins the two.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
-from .protocol import DROPPED, PURGED, SENT, TRACE_FIELDS
+from .protocol import DROPPED, PURGED, SENT
 
 OUTCOMES = ("used", "received", "purged", "dropped", "stale")
-_FIELD = {name: i for i, name in enumerate(TRACE_FIELDS)}
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRecord:
+_LINE = ('{"record": "task", "worker": %d, "job": %d, "iteration": %d, "epoch": %d, "task": %d, '
+         '"start_s": %.6f, "end_s": %.6f, "chunks": %d, "outcome": "%s"}\n')
+
+
+_Row = tuple[int, int, int, int, int, float, float, int]  # a TaskRecord but its outcome
+
+
+class TaskRecord(NamedTuple):
     """One task of one worker: a ``"record": "task"`` line of the metrics file."""
 
     worker: int
@@ -36,11 +41,8 @@ class TaskRecord:
     outcome: str
 
     def line(self) -> str:
-        """The JSON line (written by hand: a run writes one a task)."""
-        return (f'{{"record": "task", "worker": {self.worker}, "job": {self.job}, '
-                f'"iteration": {self.iteration}, "epoch": {self.epoch}, "task": {self.task}, '
-                f'"start_s": {self.start_s:.6f}, "end_s": {self.end_s:.6f}, '
-                f'"chunks": {self.chunks}, "outcome": "{self.outcome}"}}\n')
+        """The JSON line (formatted by hand: a run writes one a task, on rank 0)."""
+        return _LINE % self
 
 
 class TaskTrace:
@@ -52,7 +54,7 @@ class TaskTrace:
         self.offsets: dict[int, float] = {}
         self.default_offset = default_offset
         self.open: tuple[int, int, int] | None = None  # (job, iteration, epoch) being decoded
-        self.pending: list[TaskRecord] = []  # sent results of the open iteration, as they came
+        self.pending: list[_Row] = []  # sent results of the open iteration, as they came
         self.records: list[TaskRecord] = []  # final, not taken yet
 
     def set_offset(self, worker: int, sent: float, reply: float, back: float) -> None:
@@ -68,33 +70,38 @@ class TaskTrace:
     def add(self, worker: int, entries: np.ndarray) -> None:
         """A worker's entries (rows of TRACE_FIELDS, its own clock)."""
         offset = self.offsets.get(worker, self.default_offset)
-        for row in entries:
-            job, iteration, epoch, task, start, end, chunks, outcome = row.tolist()
-            key = (int(job), int(iteration), int(epoch))
+        for job, iteration, epoch, task, start, end, chunks, outcome in entries.tolist():
+            row: _Row = (worker, int(job), int(iteration), int(epoch), int(task), start + offset,
+                         end + offset, int(chunks))
             if outcome == SENT:
-                name = "pending" if key == self.open else "stale"
+                if row[1:4] == self.open:
+                    self.pending.append(row)
+                    continue
+                name = "stale"
+            elif outcome == PURGED:
+                name = "purged"
+            elif outcome == DROPPED:
+                name = "dropped"
             else:
-                name = "purged" if outcome == PURGED else "dropped"
-                assert outcome in (PURGED, DROPPED), f"unknown trace outcome {outcome}"
-            record = TaskRecord(worker, *key, int(task), start + offset, end + offset,
-                                int(chunks), name)
-            (self.pending if name == "pending" else self.records).append(record)
+                raise ValueError(f"worker {worker} sent a trace entry with outcome {outcome}")
+            self.records.append(TaskRecord(*row, name))
 
     def decoded(self, used: set[int]) -> None:
         """The open iteration decoded from the results of tasks ``used``: the first result of
         each (in arrival order, as the decoder took them) was used, any other received."""
         taken: set[int] = set()
-        for record in self.pending:
-            outcome = "used" if record.task in used and record.task not in taken else "received"
-            taken.add(record.task)
-            self.records.append(replace(record, outcome=outcome))
+        for row in self.pending:
+            task = row[4]
+            outcome = "used" if task in used and task not in taken else "received"
+            taken.add(task)
+            self.records.append(TaskRecord(*row, outcome))
         self.pending = []
         self.open = None
 
     def close(self, outcome: str) -> None:
         """The open iteration ends undecoded (abandoned for a re-code, or the run ended): what
         it received is ``outcome``."""
-        self.records.extend(replace(record, outcome=outcome) for record in self.pending)
+        self.records.extend(TaskRecord(*row, outcome) for row in self.pending)
         self.pending = []
         self.open = None
 

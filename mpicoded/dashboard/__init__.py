@@ -9,6 +9,8 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 EXTRA = "pip install 'mpicoded[dashboard]'"
@@ -29,24 +31,29 @@ class Dashboard:
 
     def __init__(self, path: str, port: int, timeout: float = 60.0) -> None:
         self.path = path
+        self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a full pipe would block it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mpicoded.dashboard", path, "--port", str(port)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=self.errors, text=True,
             env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))})
         self.url = self._first_line(timeout)
+        # what it prints later is read and dropped, so that it never waits on a full pipe
+        assert self.process.stdout is not None
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def _first_line(self, timeout: float) -> str:
         """The URL the dashboard prints first; RuntimeError with its error if it fails."""
-        assert self.process.stdout is not None and self.process.stderr is not None
+        stdout = self.process.stdout
+        assert stdout is not None
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            ready, _, _ = select.select([self.process.stdout], [], [], 0.2)
-            if ready:
-                line = self.process.stdout.readline().strip()
+            if select.select([stdout], [], [], 0.2)[0]:
+                line = stdout.readline().strip()
                 if line.startswith("http"):
                     return line
             if self.process.poll() is not None:
-                error = self.process.stderr.read().strip().splitlines()
+                self.errors.seek(0)
+                error = self.errors.read().strip().splitlines()
                 raise RuntimeError(error[-1] if error else "the dashboard exited at start")
         self.stop()
         raise RuntimeError(f"the dashboard printed no URL in {timeout:g} s")
@@ -60,3 +67,4 @@ class Dashboard:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.errors.close()

@@ -12,11 +12,10 @@ from bokeh.models.annotations import Legend, LegendItem
 from bokeh.models.renderers import GlyphRenderer
 from bokeh.plotting import figure
 
-from .runlog import RunLog, loss_value, worker_summary
+from .runlog import KEEP_TASKS, RunLog, loss_value, worker_summary
 
 COLORS = {"used": "#2ca02c", "received": "#1f77b4", "purged": "#ff7f0e", "dropped": "#7f7f7f",
           "stale": "#d62728"}
-MAX_TASKS = 50_000  # tasks the stream keeps (the newest): a browser draws that many smoothly
 
 
 def _task_columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -109,11 +108,11 @@ class Panels:
             self.seen_tasks = self.seen_its = 0
             self.tasks.data = _task_columns([])
             self.its.data = _iteration_columns([], 0)
-        new_tasks = log.tasks[self.seen_tasks:]
-        if new_tasks:
-            self.tasks.stream(_task_columns(new_tasks[-MAX_TASKS:]), rollover=MAX_TASKS)
-            self.seen_tasks = len(log.tasks)
-            self.workers.data = worker_summary(log.tasks[-MAX_TASKS:])
+        new = min(log.task_count - self.seen_tasks, len(log.tasks), KEEP_TASKS)
+        if new > 0:  # a browser draws the newest KEEP_TASKS smoothly
+            self.tasks.stream(_task_columns(log.tasks[-new:]), rollover=KEEP_TASKS)
+            self.seen_tasks = log.task_count
+            self.workers.data = worker_summary(log.tasks[-KEEP_TASKS:])
         new_its = log.iterations[self.seen_its:]
         if new_its:
             self.its.stream(_iteration_columns(new_its, self.seen_its))

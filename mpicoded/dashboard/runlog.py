@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+KEEP_TASKS = 50_000  # task records kept (the newest): a long run's trace need not fit in memory
 # upper bounds of mpicoded_iteration_seconds' buckets (+Inf added by the exporter)
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -33,8 +34,9 @@ class Totals:
 
 
 class RunLog:
-    """The records of one metrics file: iterations, tasks, events (failures, re-codes,
-    failovers, jobs) and the final run record, in the order written."""
+    """The records of one metrics file: iterations, tasks (the newest ``KEEP_TASKS`` of
+    ``task_count``), events (failures, re-codes, failovers, jobs) and the final run record, in
+    the order written."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -45,6 +47,7 @@ class RunLog:
         self.tail = b""  # a line not finished yet
         self.iterations: list[dict[str, Any]] = []
         self.tasks: list[dict[str, Any]] = []
+        self.task_count = 0
         self.events: list[dict[str, Any]] = []
         self.run: dict[str, Any] | None = None
         self.totals = Totals()
@@ -95,6 +98,9 @@ class RunLog:
                     totals.iteration_buckets[i] += 1
         elif kind == "task":
             self.tasks.append(row)
+            self.task_count += 1
+            if len(self.tasks) >= 2 * KEEP_TASKS:
+                del self.tasks[:-KEEP_TASKS]
             totals.worker_tasks[(int(row["worker"]), str(row["outcome"]))] += 1
         elif kind == "run":
             self.run = row

@@ -188,9 +188,10 @@ class Master:
                     raise
                 self.lose(failed_ranks(self.comm) | {rank})
 
-    def sync_clocks(self, pings: int = 3) -> None:
+    def sync_clocks(self, pings: int = 3, patience: float = 10.0) -> None:
         """Learn each living worker's clock offset (--trace: task records on the master's clock,
-        so hosts line up): the ping of ``pings`` with the shortest round trip counts."""
+        so hosts line up): the ping of ``pings`` with the shortest round trip counts. A worker
+        silent for ``patience`` seconds keeps the default offset (one host's)."""
         assert self.trace is not None
         for rank in self.ranks:
             if rank in self.dead:
@@ -200,15 +201,17 @@ class Master:
                 for _ in range(pings):
                     sent = self.clock()
                     self.outbox.send(pack_control(), rank, Tag.PING)
-                    reply = float(wait_buffer(self.comm, rank, Tag.PING)[-1])
+                    reply = wait_buffer(self.comm, rank, Tag.PING, patience)
+                    if reply is None:  # hung, maybe: --iteration-timeout will tell
+                        break
                     back = self.clock()
                     if best is None or back - sent < best[2] - best[0]:
-                        best = (sent, reply, back)
+                        best = (sent, float(reply[-1]), back)
             except ProcessesFailed as exc:
                 self.lose(exc.ranks)
                 continue
-            assert best is not None
-            self.trace.set_offset(self.world[rank] - 1, *best)
+            if best is not None:
+                self.trace.set_offset(self.world[rank] - 1, *best)
 
     def record(self, row: dict) -> None:
         """A line of the metrics file (if any) for an event: a failure, a re-code."""
@@ -314,6 +317,8 @@ class Master:
                 if index is not None and self.splitter is not None:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
                                           (msg.job, msg.iteration, msg.epoch))
+            elif msg.tag == Tag.PING:
+                pass  # a clock's answer that came after sync_clocks stopped waiting
             elif msg.tag == Tag.STOP_ACK:
                 self.counters[msg.worker], entries = ack_fields(msg)  # by world rank - 1
                 if self.trace is not None:

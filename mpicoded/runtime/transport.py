@@ -271,24 +271,32 @@ def _recv_object(comm: MPI.Comm, status: MPI.Status) -> Any:
 def wait_object(comm: MPI.Comm, source: int, tag: Tag) -> object:
     """A ``send_object`` message (start-up only), waited for with backoff rather than a busy MPI
     wait."""
-    return _recv_object(comm, _wait_probe(comm, source, tag))
+    status = _wait_probe(comm, source, tag)
+    assert status is not None  # no deadline
+    return _recv_object(comm, status)
 
 
-def wait_buffer(comm: MPI.Comm, source: int, tag: Tag) -> np.ndarray:
+def wait_buffer(comm: MPI.Comm, source: int, tag: Tag, timeout: float) -> np.ndarray | None:
     """The payload of the next ``tag`` message from ``source`` (set-up only: a clock's ping),
-    waited for as ``wait_object`` does; ProcessesFailed if ``source`` is dead."""
+    waited for as ``wait_object`` does, or None after ``timeout`` seconds; ProcessesFailed if
+    ``source`` is dead."""
     with failures_raised(comm):
-        status = _wait_probe(comm, source, tag)
+        status = _wait_probe(comm, source, tag, time.monotonic() + timeout)
+        if status is None:
+            return None
         buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
         with blocking_mpi():
             comm.Recv([buf, MPI.DOUBLE], source=source, tag=int(tag))
     return unpack(tag, buf).payload
 
 
-def _wait_probe(comm: MPI.Comm, source: int, tag: Tag) -> MPI.Status:
+def _wait_probe(comm: MPI.Comm, source: int, tag: Tag,
+                deadline: float = float("inf")) -> MPI.Status | None:
     backoff = Backoff(cap=5e-3)
     status = MPI.Status()
     while not comm.Iprobe(source=source, tag=int(tag), status=status):
+        if time.monotonic() > deadline:
+            return None
         backoff.wait()
     return status
 

@@ -104,3 +104,15 @@ def test_without_the_extra_the_dashboard_says_what_to_install(monkeypatch, capsy
     assert main(["run.jsonl"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'mpicoded[dashboard]'" in err
+
+
+def test_a_long_trace_keeps_the_newest_tasks_only(tmp_path, monkeypatch):
+    from mpicoded.dashboard import runlog
+
+    monkeypatch.setattr(runlog, "KEEP_TASKS", 10)
+    path = tmp_path / "run.jsonl"
+    write(path, [task(w % 3, i) for i, w in enumerate(range(45))])
+    log = RunLog(str(path))
+    log.poll()
+    assert log.task_count == 45 and 10 <= len(log.tasks) < 20
+    assert log.tasks[-1]["iteration"] == 44 and sum(log.totals.worker_tasks.values()) == 45

@@ -205,6 +205,7 @@ class Master:
                     if reply is None:  # hung, maybe: --iteration-timeout will tell
                         break
                     back = self.clock()
+                    self.outbox.prune()  # the ping was received: its send is done
                     if best is None or back - sent < best[2] - best[0]:
                         best = (sent, float(reply[-1]), back)
             except ProcessesFailed as exc:

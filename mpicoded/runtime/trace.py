@@ -59,8 +59,13 @@ class TaskTrace:
 
     def set_offset(self, worker: int, sent: float, reply: float, back: float) -> None:
         """A ping: the master's clock read at ``sent`` and ``back``, the worker's ``reply`` in
-        between (assumed half-way)."""
-        self.offsets[worker] = (sent + back) / 2 - reply
+        between. The offset lies between ``sent - reply`` and ``back - reply``: if the one-host
+        offset does, the two processes read one clock (one host, or containers on one kernel)
+        and it is exact; else half-way (a round trip on 21 ranks sharing 2 cores can take
+        milliseconds, and need not be symmetric)."""
+        low, high = sent - reply, back - reply
+        inside = low <= self.default_offset <= high
+        self.offsets[worker] = self.default_offset if inside else (low + high) / 2
 
     def opened(self, job: int, iteration: int, epoch: int) -> None:
         """The master sent (job, iteration) out: its results are pending until decoded."""

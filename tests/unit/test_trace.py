@@ -53,6 +53,8 @@ def test_an_abandoned_iteration_received_but_used_nothing():
 def test_worker_clocks_are_shifted_onto_the_masters():
     trace = TaskTrace(default_offset=-100.0)
     trace.set_offset(1, sent=10.0, reply=1005.0, back=10.2)  # the worker's clock is 994.9 ahead
+    trace.set_offset(3, sent=10.0, reply=110.5, back=11.0)  # one clock: -100 is consistent
+    assert trace.offsets[3] == -100.0
     trace.opened(0, 0, 0)
     trace.add(1, entry(0, 0, 1005.0, 1005.5))
     trace.add(2, entry(0, 1, 110.0, 111.0))  # never pinged: the default offset

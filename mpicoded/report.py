@@ -14,8 +14,8 @@ import numpy as np
 from .dashboard import missing_extra
 
 
-def read(path: Path) -> tuple[list[dict], list[dict], dict]:
-    """Iteration, job and run records of a metrics file; ValueError if it is not one."""
+def read(path: Path) -> tuple[list[dict], list[dict], dict, list[dict]]:
+    """Iteration, job, run and task records of a metrics file; ValueError if it is not one."""
     try:
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
@@ -25,10 +25,11 @@ def read(path: Path) -> tuple[list[dict], list[dict], dict]:
     runs = [r for r in rows if r.get("record") == "run"]
     if not its:
         raise ValueError(f"{path}: no iteration records (was it written by mpicoded.train?)")
-    return its, jobs, runs[-1] if runs else {}
+    tasks = [r for r in rows if r.get("record") == "task"]
+    return its, jobs, runs[-1] if runs else {}, tasks
 
 
-def summary(its: list[dict], jobs: list[dict], run: dict) -> str:
+def summary(its: list[dict], jobs: list[dict], run: dict, tasks: list[dict] | None = None) -> str:
     wall = np.array([r["wall_s"] for r in its])
     rows = [
         ("iterations", f"{len(its)}"),
@@ -59,8 +60,50 @@ def summary(its: list[dict], jobs: list[dict], run: dict) -> str:
         rows.append(("jobs", f"{len(jobs)}, mean in-order delay {delay.mean():.3f} s"))
         if run.get("genie_mean_in_order_delay_s") is not None:
             rows.append(("genie bound", f"{run['genie_mean_in_order_delay_s']:.3f} s"))
+    rows += timeline(its, tasks or [])
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
+    """Where an iteration's time goes, from the task trace (medians over iterations, on rank
+    0's clock): from sending it out to the workers' first, median and last task start, a task
+    computed to the end, the last result used to the decode, the decode to the next send-out."""
+    if not tasks:
+        return []
+    outcomes = {o: sum(t["outcome"] == o for t in tasks)
+                for o in ("used", "received", "purged", "dropped", "stale")}
+    rows = [("task outcomes", ", ".join(f"{o} {n}" for o, n in outcomes.items()))]
+    by_key: dict[tuple, list[dict]] = {}
+    for t in tasks:
+        by_key.setdefault((t["job"], t["iteration"], t.get("epoch", 0)), []).append(t)
+    starts, last_used, next_out = [], [], []
+    for i, it in enumerate(its):
+        begun = sorted(t["start_s"] - it["started_s"] for t in by_key.get(
+            (it["job"], it["iteration"], it.get("epoch", 0)), []) if t["outcome"] != "dropped")
+        if begun:
+            starts.append((begun[0], begun[len(begun) // 2], begun[-1]))
+        decode = it["started_s"] + it["wall_s"]
+        used = [t["end_s"] for t in by_key.get((it["job"], it["iteration"], it.get("epoch", 0)),
+                                               []) if t["outcome"] == "used"]
+        if used:
+            last_used.append(decode - max(used))
+        if i + 1 < len(its) and its[i + 1]["job"] == it["job"]:
+            next_out.append(its[i + 1]["started_s"] - decode)
+    done = [t["end_s"] - t["start_s"] for t in tasks
+            if t["outcome"] in ("used", "received", "stale")]
+    ms = 1e3
+    if starts:
+        first, middle, last = np.median(np.array(starts), axis=0) * ms
+        rows.append(("sent out -> task starts", f"first {first:.3f}, median {middle:.3f}, "
+                                                f"last {last:.3f} ms (medians)"))
+    if done:
+        rows.append(("task, start to end", f"median {np.median(done) * ms:.3f} ms"))
+    if last_used:
+        rows.append(("last used result -> decode", f"median {np.median(last_used) * ms:.3f} ms"))
+    if next_out:
+        rows.append(("decode -> next send-out", f"median {np.median(next_out) * ms:.3f} ms"))
+    return rows
 
 
 def plot(its: list[dict], out: Path, stem: str) -> list[Path]:
@@ -102,11 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     path = Path(args.metrics)
     try:
-        its, jobs, run = read(path)
+        its, jobs, run, tasks = read(path)
     except ValueError as exc:
         print(f"mpicoded.report: error: {exc}", file=sys.stderr)
         return 2
-    print(summary(its, jobs, run))
+    print(summary(its, jobs, run, tasks))
     out = Path(args.out) if args.out else path.parent
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -46,3 +46,22 @@ def test_html_report_is_one_self_contained_page_with_the_task_stream(tmp_path, c
     assert f"html: {tmp_path / 'run.html'}" in capsys.readouterr().out
     page = (tmp_path / "run.html").read_text()
     assert "task_stream" in page and "<script src=" not in page  # Bokeh's JS inline, no CDN
+
+
+def test_the_summary_tells_where_an_iteration_went_from_the_trace(tmp_path, capsys):
+    path = tmp_path / "run.jsonl"
+    rows = []
+    for i in range(3):  # sent out at 10i ms, decoded 6 ms later
+        rows.append({**ITERATION, "iteration": i, "started_s": 0.01 * i, "wall_s": 0.006})
+        rows += [{"record": "task", "worker": w, "job": 0, "iteration": i, "epoch": 0,
+                  "task": w, "start_s": 0.01 * i + 0.001 * (w + 1),
+                  "end_s": 0.01 * i + 0.001 * (w + 1) + 0.002,
+                  "chunks": 1, "outcome": "used" if w < 2 else "purged"} for w in range(3)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main([str(path), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "used 6, received 0, purged 3, dropped 0, stale 0" in out
+    assert "first 1.000, median 2.000, last 3.000 ms" in out
+    assert "task, start to end          median 2.000 ms" in out
+    assert "last used result -> decode  median 2.000 ms" in out  # the second ends at 4 ms
+    assert "decode -> next send-out     median 4.000 ms" in out

@@ -400,20 +400,30 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
 def check_trace(args: argparse.Namespace, append: bool) -> None:
     """--trace and --dashboard: the trace goes into the metrics file, which a dashboard follows
     (a temporary one if none is named); ``args.trace`` is settled here (on with --metrics)."""
-    if args.dashboard is not None and not append:  # a master after a failover serves none
-        if not 0 < args.dashboard < 65536:
-            raise UsageError(f"--dashboard {args.dashboard} is out of range: allowed 1..65535")
-        missing = missing_extra()
-        if missing:
-            raise UsageError(f"--dashboard: {missing}")
+    if args.dashboard is not None:
+        if not append:  # a master after a failover serves none, but writes the same file
+            if not 0 < args.dashboard < 65536:
+                raise UsageError(f"--dashboard {args.dashboard} is out of range: allowed "
+                                 "1..65535")
+            missing = missing_extra()
+            if missing:
+                raise UsageError(f"--dashboard: {missing}")
         if not args.metrics:
-            args.metrics = os.path.join(tempfile.gettempdir(),
-                                        f"mpicoded-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+            args.metrics = run_metrics_path()
     if args.trace and not args.metrics:
         raise UsageError("--trace writes a record per task into the metrics file: give "
                          "--metrics FILE")
     if args.trace is None:
         args.trace = bool(args.metrics)
+
+
+def run_metrics_path() -> str:
+    """A metrics file for this run in the temporary folder, named after the MPI job where the
+    launcher names it (every rank finds the same one: a new master after a failover goes on
+    writing it), else after the time and this process."""
+    job = os.environ.get("PMIX_NAMESPACE") or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in job)
+    return os.path.join(tempfile.gettempdir(), f"mpicoded-{safe}.jsonl")
 
 
 def ends_a_line(path: str) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .dashboard import missing_extra
+from .runtime.trace import FINISHED, OUTCOMES
 
 
 def read(path: Path) -> tuple[list[dict], list[dict], dict, list[dict]]:
@@ -71,8 +72,7 @@ def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
     computed to the end, the last result used to the decode, the decode to the next send-out."""
     if not tasks:
         return []
-    outcomes = {o: sum(t["outcome"] == o for t in tasks)
-                for o in ("used", "received", "purged", "dropped", "stale")}
+    outcomes = {o: sum(t["outcome"] == o for t in tasks) for o in OUTCOMES}
     rows = [("task outcomes", ", ".join(f"{o} {n}" for o, n in outcomes.items()))]
     by_key: dict[tuple, list[dict]] = {}
     for t in tasks:
@@ -91,7 +91,7 @@ def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
         if i + 1 < len(its) and its[i + 1]["job"] == it["job"]:
             next_out.append(its[i + 1]["started_s"] - decode)
     done = [t["end_s"] - t["start_s"] for t in tasks
-            if t["outcome"] in ("used", "received", "stale")]
+            if t["outcome"] in FINISHED]
     ms = 1e3
     if starts:
         first, middle, last = np.median(np.array(starts), axis=0) * ms
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         from .dashboard.figures import standalone_html
         from .dashboard.runlog import RunLog
 
-        log = RunLog(str(path))
+        log = RunLog(str(path), keep_tasks=None)  # a report shows every task
         log.poll()
         page = out / f"{path.stem}.html"
         page.write_text(standalone_html(log, path.name))

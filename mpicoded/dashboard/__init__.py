@@ -27,13 +27,15 @@ def missing_extra() -> str | None:
 
 class Dashboard:
     """A dashboard following ``path`` on 127.0.0.1:``port``, in a process of its own (started
-    beside rank 0 by ``--dashboard``; it stops with the run)."""
+    beside rank 0 by ``--dashboard``; stopped when the run ends, and by itself if this
+    process dies first)."""
 
     def __init__(self, path: str, port: int, timeout: float = 60.0) -> None:
         self.path = path
         self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a full pipe would block it
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mpicoded.dashboard", path, "--port", str(port)],
+            [sys.executable, "-m", "mpicoded.dashboard", path, "--port", str(port),
+             "--exit-with", str(os.getpid())],
             stdout=subprocess.PIPE, stderr=self.errors, text=True,
             env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))})
         self.url = self._first_line(timeout)

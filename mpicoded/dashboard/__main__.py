@@ -4,6 +4,7 @@ of a run's metrics file (in progress or finished); its URL is the first line pri
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import missing_extra
@@ -15,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8787, help="default 8787; 0: any free port")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; default 127.0.0.1 (this machine only)")
+    p.add_argument("--exit-with", type=int, default=None, metavar="PID",
+                   help="stop when process PID ends (train --dashboard passes rank 0's)")
     args = p.parse_args(argv)
     missing = missing_extra()
     if missing:
@@ -32,11 +35,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(url, flush=True)
     print(f"following {args.metrics}; /metrics for Prometheus; Ctrl-C to stop", flush=True)
+    if args.exit_with is not None:
+        watch(server, args.exit_with)
     try:
         server.io_loop.start()
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def watch(server, pid: int) -> None:
+    """Stop ``server`` once process ``pid`` is gone (checked every second): a dashboard started
+    beside a run ends with it, even when the run is aborted or killed."""
+    from tornado.ioloop import PeriodicCallback
+
+    def check() -> None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            server.io_loop.stop()
+
+    PeriodicCallback(check, 1000).start()
 
 
 if __name__ == "__main__":

@@ -47,9 +47,11 @@ def _iteration_columns(rows: list[dict[str, Any]], first: int) -> dict[str, Any]
 
 
 class Panels:
-    """The plots and their data sources; ``update(log)`` adds what the log read since."""
+    """The plots and their data sources; ``update(log)`` adds what the log read since, the
+    task stream keeping the newest ``max_tasks`` (None: all)."""
 
-    def __init__(self, title: str = "mpicoded") -> None:
+    def __init__(self, title: str = "mpicoded", max_tasks: int | None = KEEP_TASKS) -> None:
+        self.max_tasks = max_tasks
         self.tasks = ColumnDataSource(_task_columns([]), name="tasks")
         self.its = ColumnDataSource(_iteration_columns([], 0), name="iterations")
         self.workers = ColumnDataSource(worker_summary([]), name="workers")
@@ -108,11 +110,13 @@ class Panels:
             self.seen_tasks = self.seen_its = 0
             self.tasks.data = _task_columns([])
             self.its.data = _iteration_columns([], 0)
-        new = min(log.task_count - self.seen_tasks, len(log.tasks), KEEP_TASKS)
-        if new > 0:  # a browser draws the newest KEEP_TASKS smoothly
-            self.tasks.stream(_task_columns(log.tasks[-new:]), rollover=KEEP_TASKS)
+        new = min(log.task_count - self.seen_tasks, len(log.tasks))
+        if self.max_tasks is not None:  # a browser draws the newest 50,000 smoothly
+            new = min(new, self.max_tasks)
+        if new > 0:
+            self.tasks.stream(_task_columns(log.tasks[-new:]), rollover=self.max_tasks)
             self.seen_tasks = log.task_count
-            self.workers.data = worker_summary(log.tasks[-KEEP_TASKS:])
+            self.workers.data = log.workers()
         new_its = log.iterations[self.seen_its:]
         if new_its:
             self.its.stream(_iteration_columns(new_its, self.seen_its))
@@ -121,10 +125,10 @@ class Panels:
 
 def standalone_html(log: RunLog, title: str) -> str:
     """One self-contained HTML page (Bokeh's JavaScript inline) with the plots of every record
-    ``log`` has read: the shareable report."""
+    ``log`` has read (every task too, if it kept them all): the shareable report."""
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
 
-    panels = Panels(title)
+    panels = Panels(title, max_tasks=None)
     panels.update(log)
     return file_html(panels.layout, INLINE, title=f"mpicoded: {title}")

@@ -2,7 +2,8 @@
 
 ``RunLog.poll()`` reads the records written since the last call (a line still being written
 waits for its end) and keeps them, with the running totals the Prometheus endpoint serves. A
-file that shrinks was started again by a new run: the log starts over.
+file that shrinks, or whose first bytes changed, was started again by a new run: the log starts
+over.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.trace import FINISHED
+
 KEEP_TASKS = 50_000  # task records kept (the newest): a long run's trace need not fit in memory
+HEAD = 256  # bytes of the file's start compared on every poll: a new run rewrites them
 # upper bounds of mpicoded_iteration_seconds' buckets (+Inf added by the exporter)
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -34,16 +38,17 @@ class Totals:
 
 
 class RunLog:
-    """The records of one metrics file: iterations, tasks (the newest ``KEEP_TASKS`` of
-    ``task_count``), events (failures, re-codes, failovers, jobs) and the final run record, in
-    the order written."""
+    """The records of one metrics file: iterations, tasks (the newest ``keep_tasks`` of
+    ``task_count``; None: all), events (failures, re-codes, failovers, jobs) and the final run
+    record, in the order written."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, keep_tasks: int | None = KEEP_TASKS) -> None:
+        self.path, self.keep_tasks = path, keep_tasks
         self.reset()
 
     def reset(self) -> None:
         self.offset = 0
+        self.head = b""  # the file's first bytes as read
         self.tail = b""  # a line not finished yet
         self.iterations: list[dict[str, Any]] = []
         self.tasks: list[dict[str, Any]] = []
@@ -52,17 +57,21 @@ class RunLog:
         self.run: dict[str, Any] | None = None
         self.totals = Totals()
         self.generation = 0  # bumped on every reset: readers holding positions start over
+        self._workers: tuple[int, dict[str, list[float]]] | None = None
 
     def poll(self) -> int:
         """Read what was appended since the last poll; the number of records read."""
         try:
             with open(self.path, "rb") as f:
+                head = f.read(HEAD)
                 f.seek(0, 2)
                 size = f.tell()
-                if size < self.offset:  # truncated: a new run writes the file
+                started_again = size < self.offset or not head.startswith(self.head)
+                if started_again:  # truncated, or rewritten: a new run writes the file
                     generation = self.generation
                     self.reset()
                     self.generation = generation + 1
+                self.head = head
                 f.seek(self.offset)
                 data = f.read()
         except FileNotFoundError:  # not created yet
@@ -80,6 +89,12 @@ class RunLog:
                 self.add(row)
                 read += 1
         return read
+
+    def workers(self) -> dict[str, list[float]]:
+        """``worker_summary`` of the tasks kept, computed once for every page showing it."""
+        if self._workers is None or self._workers[0] != self.task_count:
+            self._workers = (self.task_count, worker_summary(self.tasks))
+        return self._workers[1]
 
     def add(self, row: dict[str, Any]) -> None:
         """One record."""
@@ -99,8 +114,8 @@ class RunLog:
         elif kind == "task":
             self.tasks.append(row)
             self.task_count += 1
-            if len(self.tasks) >= 2 * KEEP_TASKS:
-                del self.tasks[:-KEEP_TASKS]
+            if self.keep_tasks is not None and len(self.tasks) >= 2 * self.keep_tasks:
+                del self.tasks[:-self.keep_tasks]
             totals.worker_tasks[(int(row["worker"]), str(row["outcome"]))] += 1
         elif kind == "run":
             self.run = row
@@ -111,11 +126,6 @@ class RunLog:
                 totals.failed_workers += len(row.get("ranks", ()))
             elif kind == "recode":
                 totals.recodes += 1
-
-    @property
-    def workers(self) -> list[int]:
-        """The workers the trace has seen, in order."""
-        return sorted({w for w, _ in self.totals.worker_tasks})
 
 
 def loss_value(row: dict[str, Any]) -> float:
@@ -137,7 +147,7 @@ def worker_summary(tasks: list[dict[str, Any]]) -> dict[str, list[float]]:
             newest[w], load[w] = key, 0
         if key == newest[w]:
             load[w] += 1
-        if row["outcome"] in ("used", "received", "stale"):
+        if row["outcome"] in FINISHED:
             seconds.setdefault(w, []).append(float(row["end_s"]) - float(row["start_s"]))
     workers = sorted(newest)
     return {

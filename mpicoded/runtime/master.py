@@ -16,7 +16,7 @@ from ..balance import Splitter
 from ..codes import Code, rebuild, rescaled_tolerance
 from ..delays import DelayModel
 from ..jobs import Coded
-from .protocol import Tag, ack_fields, pack_control, pack_iterate, result_fields
+from .protocol import Tag, ack_fields, pack_control, pack_iterate, result_fields, trace_fields
 from .state import (
     Action,
     Decoded,
@@ -188,7 +188,7 @@ class Master:
                     raise
                 self.lose(failed_ranks(self.comm) | {rank})
 
-    def sync_clocks(self, pings: int = 3, patience: float = 10.0) -> None:
+    def sync_clocks(self, pings: int = 3, patience: float = 2.0) -> None:
         """Learn each living worker's clock offset (--trace: task records on the master's clock,
         so hosts line up): the ping of ``pings`` with the shortest round trip counts. A worker
         silent for ``patience`` seconds keeps the default offset (one host's)."""
@@ -307,17 +307,20 @@ class Master:
                     self.state.stale_results += msg.count
                     self.state.totals["stale_results"] += msg.count
                     if self.trace is not None:  # of an old epoch: stale
-                        self.trace.add(msg.worker, result_fields(msg)[2])
+                        self.trace.add(msg.worker, result_fields(msg)[2], stale=True)
                     continue
                 tasks, values, entries = result_fields(msg)
                 if self.trace is not None:  # before the decode: these results' entries are here
-                    self.trace.add(msg.worker, entries)
+                    self.trace.add(msg.worker, entries, stale=not self.state.is_live(index))
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
                                                   self.clock(), msg.epoch))
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
                                           (msg.job, msg.iteration, msg.epoch))
+            elif msg.tag == Tag.TRACE:
+                if self.trace is not None:
+                    self.trace.add(msg.worker, trace_fields(msg))
             elif msg.tag == Tag.PING:
                 pass  # a clock's answer that came after sync_clocks stopped waiting
             elif msg.tag == Tag.STOP_ACK:

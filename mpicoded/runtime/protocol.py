@@ -26,10 +26,11 @@ class Tag(IntEnum):
     RESULT = 3  # worker -> master: one or more finished tasks of one iteration
     PURGE = 4  # master -> worker: drop what is left of (job, iteration)
     STOP = 5  # master -> worker: finish; the worker answers STOP_ACK and exits its loop
-    STOP_ACK = 6  # worker -> master: last word, with the worker's counters
+    STOP_ACK = 6  # worker -> master: last word, with the worker's counters and trace entries
     ERROR = 7  # worker -> master: an exception, as text (pickled)
     PROGRESS = 8  # worker -> master: how much of a task was done, in how long, when purged
     PING = 9  # master -> worker at set-up, answered with the worker's clock (--trace)
+    TRACE = 10  # worker -> master: trace entries alone, from a worker that sends no results
 
 
 # a task's trace entry, as a worker sends it (clock: the worker's time.perf_counter)
@@ -139,10 +140,20 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
                  counters: tuple[int, ...] = (), epoch: int = 0,
                  trace: list[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
-    """PURGE, STOP and STOP_ACK: a header, and for STOP_ACK the worker's counters, then its
-    trace entries not sent yet (``task`` of them)."""
+    """PURGE, STOP, PING and STOP_ACK: a header, and for STOP_ACK the worker's counters, then
+    its trace entries not sent yet (``task`` of them)."""
     return pack(job, iteration, epoch, len(trace), worker, np.asarray(counters, dtype=np.float64),
                 np.ravel(trace) if trace else np.empty(0))
+
+
+def pack_trace(worker: int, trace: list[tuple[float, ...]]) -> np.ndarray:
+    """TRACE: ``task`` trace entries, nothing else."""
+    return pack(-1, -1, 0, len(trace), worker, np.ravel(trace))
+
+
+def trace_fields(msg: Message) -> np.ndarray:
+    """The trace entries of a TRACE message."""
+    return _split_trace(msg, msg.payload)[1]
 
 
 def ack_fields(msg: Message) -> tuple[tuple[int, int, int], np.ndarray]:

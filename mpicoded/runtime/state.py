@@ -67,6 +67,7 @@ class IterationRecord:
     volume: float
     missing_partitions: int
     started_s: float = 0.0  # when it was sent out, on the master's clock (steady-state rates)
+    epoch: int = 0  # re-codes before it: the epoch of its tasks
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,10 @@ class MasterState:
                     return True
         return probe.ready
 
+    def is_live(self, worker: int) -> bool:
+        """Whether results from ``worker`` still count (not dead, not timed out)."""
+        return worker in self._live
+
     def on_result(self, worker: int, job: int, iteration: int, tasks: list[int],
                   values: np.ndarray | None, now: float, epoch: int = 0) -> list[Action]:
         """A RESULT message: decode if it completes the target, then purge the rest. Results of
@@ -199,7 +204,7 @@ class MasterState:
             results_used=dec.results_used, results_received=cur.received,
             stale_results=self.stale_results, purged_tasks=purged, messages=cur.messages,
             volume=cur.received * self.code.result_fraction, missing_partitions=len(missing),
-            started_s=cur.started,
+            started_s=cur.started, epoch=self.epoch,
         )
         self.stale_results = 0
         self.totals["purged_tasks"] += purged

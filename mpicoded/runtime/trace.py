@@ -18,6 +18,7 @@ import numpy as np
 from .protocol import DROPPED, PURGED, SENT
 
 OUTCOMES = ("used", "received", "purged", "dropped", "stale")
+FINISHED = ("used", "received", "stale")  # computed to the end and sent
 
 
 _LINE = ('{"record": "task", "worker": %d, "job": %d, "iteration": %d, "epoch": %d, "task": %d, '
@@ -72,14 +73,15 @@ class TaskTrace:
         self.close("received")
         self.open = (job, iteration, epoch)
 
-    def add(self, worker: int, entries: np.ndarray) -> None:
-        """A worker's entries (rows of TRACE_FIELDS, its own clock)."""
+    def add(self, worker: int, entries: np.ndarray, stale: bool = False) -> None:
+        """A worker's entries (rows of TRACE_FIELDS, its own clock); ``stale``: its results no
+        longer count (a worker declared failed), whatever their iteration."""
         offset = self.offsets.get(worker, self.default_offset)
         for job, iteration, epoch, task, start, end, chunks, outcome in entries.tolist():
             row: _Row = (worker, int(job), int(iteration), int(epoch), int(task), start + offset,
                          end + offset, int(chunks))
             if outcome == SENT:
-                if row[1:4] == self.open:
+                if row[1:4] == self.open and not stale:
                     self.pending.append(row)
                     continue
                 name = "stale"

@@ -27,6 +27,7 @@ from .protocol import (
     pack_control,
     pack_progress,
     pack_result,
+    pack_trace,
 )
 from .transport import (
     Backoff,
@@ -40,6 +41,7 @@ from .transport import (
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
+TRACE_FLUSH_S = 0.5  # a worker that sends no results sends its trace entries this often
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Worker:
         self.computed = self.sent = self.dropped = 0
         # trace entries (TRACE_FIELDS) not sent yet; None: no trace
         self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
+        self.trace_sent = time.perf_counter()  # when entries last left with a message
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
 
@@ -173,6 +176,10 @@ class Worker:
                                   PURGED if chunks else DROPPED))
                     trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
                                  for t in tasks[i + 1:])
+                    if now - self.trace_sent > TRACE_FLUSH_S:  # a straggler purged every time
+                        self.outbox.send(pack_trace(setup.worker, trace), MASTER, Tag.TRACE)
+                        trace.clear()
+                        self.trace_sent = now
                 if setup.report_progress:  # the adaptive split's sample of this worker's speed
                     buf = pack_progress(msg.job, msg.iteration, setup.worker, task,
                                         len(done_tasks) + fraction,
@@ -221,6 +228,7 @@ class Worker:
                           trace or [])
         if trace:
             trace.clear()  # copied into buf
+            self.trace_sent = time.perf_counter()
         self.outbox.send(buf, MASTER, Tag.RESULT)
         self.sent += len(tasks)
 

@@ -46,7 +46,7 @@ def test_follows_the_file_as_it_grows_and_waits_for_unfinished_lines(tmp_path):
     assert totals.iteration_buckets[BUCKETS.index(0.005)] == 1
     assert totals.iteration_buckets[BUCKETS.index(0.025)] == 2  # cumulative
     assert dict(totals.worker_tasks) == {(0, "used"): 1, (1, "purged"): 1}
-    assert log.workers == [0, 1]
+    assert log.workers()["worker"] == [0.0, 1.0] and log.workers()["load"] == [1.0, 1.0]
 
 
 def test_events_count_failures_and_recodes_and_a_new_run_starts_over(tmp_path):
@@ -106,13 +106,23 @@ def test_without_the_extra_the_dashboard_says_what_to_install(monkeypatch, capsy
     assert len(err.splitlines()) == 1 and "pip install 'mpicoded[dashboard]'" in err
 
 
-def test_a_long_trace_keeps_the_newest_tasks_only(tmp_path, monkeypatch):
-    from mpicoded.dashboard import runlog
-
-    monkeypatch.setattr(runlog, "KEEP_TASKS", 10)
+def test_a_long_trace_keeps_the_newest_tasks_only(tmp_path):
     path = tmp_path / "run.jsonl"
     write(path, [task(w % 3, i) for i, w in enumerate(range(45))])
-    log = RunLog(str(path))
+    log = RunLog(str(path), keep_tasks=10)
     log.poll()
     assert log.task_count == 45 and 10 <= len(log.tasks) < 20
     assert log.tasks[-1]["iteration"] == 44 and sum(log.totals.worker_tasks.values()) == 45
+    everything = RunLog(str(path), keep_tasks=None)  # what report --html reads
+    everything.poll()
+    assert len(everything.tasks) == 45
+
+
+def test_a_file_rewritten_by_a_new_run_is_read_again_even_when_it_grew(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write(path, [iteration(0, wall=0.001)])
+    log = RunLog(str(path))
+    log.poll()
+    write(path, [iteration(0, wall=0.002), iteration(1, wall=0.003)], mode="w")  # longer
+    log.poll()
+    assert log.generation == 1 and [r["wall_s"] for r in log.iterations] == [0.002, 0.003]

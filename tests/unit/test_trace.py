@@ -34,6 +34,15 @@ def test_used_received_stale_purged_and_dropped():
     assert trace.take() == []
 
 
+def test_results_of_a_worker_declared_failed_are_stale():
+    trace = TaskTrace()
+    trace.opened(0, 0, 0)
+    trace.add(1, entry(0, 3, 1.0, 2.0), stale=True)  # timed out, its result late
+    trace.add(2, entry(0, 3, 1.0, 2.5))
+    trace.decoded({3})
+    assert [(r.worker, r.outcome) for r in trace.take()] == [(1, "stale"), (2, "used")]
+
+
 def test_results_of_another_iteration_or_epoch_are_stale():
     trace = TaskTrace()
     trace.opened(0, 5, 1)

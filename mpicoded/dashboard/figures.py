@@ -50,7 +50,10 @@ class Panels:
     """The plots and their data sources; ``update(log)`` adds what the log read since, the
     task stream keeping the newest ``max_tasks`` (None: all)."""
 
-    def __init__(self, title: str = "mpicoded", max_tasks: int | None = KEEP_TASKS) -> None:
+    def __init__(self, title: str = "mpicoded", max_tasks: int | None = KEEP_TASKS,
+                 follow_s: float | None = None) -> None:
+        """``follow_s``: the task stream shows the newest that many seconds (a live page), else
+        the whole run."""
         self.max_tasks = max_tasks
         self.tasks = ColumnDataSource(_task_columns([]), name="tasks")
         self.its = ColumnDataSource(_iteration_columns([], 0), name="iterations")
@@ -62,6 +65,9 @@ class Panels:
                         "vertical lines: decodes)", height=420, sizing_mode="stretch_width",
                         x_axis_label="seconds (rank 0's clock)", y_axis_label="worker",
                         tools="xpan,xwheel_zoom,box_zoom,reset,save")
+        if follow_s is not None:
+            stream.x_range = DataRange1d(follow="end", follow_interval=follow_s,
+                                         range_padding=0.02)
         bars = stream.quad(left="left", right="right", bottom="bottom", top="top",
                            color="color", line_color="color", source=self.tasks)
         stream.vspan(x="decode_s", source=self.its, line_color="black", line_alpha=0.35)

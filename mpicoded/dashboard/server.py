@@ -19,6 +19,7 @@ from .runlog import RunLog
 
 POLL_MS = 500  # how often the file is read for new records
 PUSH_MS = 1000  # how often each open page is sent them
+FOLLOW_S = 20.0  # the live task stream shows the newest this many seconds
 
 
 class MetricsHandler(RequestHandler):
@@ -51,7 +52,7 @@ def make_server(path: str, port: int, host: str = "127.0.0.1") -> tuple[Server, 
     title = os.path.basename(path)
 
     def page(doc: Document) -> None:
-        panels = Panels(title)
+        panels = Panels(title, follow_s=FOLLOW_S)
         panels.update(log)
         doc.title = f"mpicoded: {title}"
         doc.add_root(panels.layout)

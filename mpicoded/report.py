@@ -79,13 +79,12 @@ def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
         by_key.setdefault((t["job"], t["iteration"], t.get("epoch", 0)), []).append(t)
     starts, last_used, next_out = [], [], []
     for i, it in enumerate(its):
-        begun = sorted(t["start_s"] - it["started_s"] for t in by_key.get(
-            (it["job"], it["iteration"], it.get("epoch", 0)), []) if t["outcome"] != "dropped")
+        mine = by_key.get((it["job"], it["iteration"], it.get("epoch", 0)), [])
+        begun = sorted(t["start_s"] - it["started_s"] for t in mine if t["outcome"] != "dropped")
         if begun:
             starts.append((begun[0], begun[len(begun) // 2], begun[-1]))
         decode = it["started_s"] + it["wall_s"]
-        used = [t["end_s"] for t in by_key.get((it["job"], it["iteration"], it.get("epoch", 0)),
-                                               []) if t["outcome"] == "used"]
+        used = [t["end_s"] for t in mine if t["outcome"] == "used"]
         if used:
             last_used.append(decode - max(used))
         if i + 1 < len(its) and its[i + 1]["job"] == it["job"]:

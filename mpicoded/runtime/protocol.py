@@ -98,12 +98,14 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
     return tuple(int(t) for t in flat[start:stop]), theta
 
 
-NO_TRACE: list[tuple[float, ...]] = []
+NO_TRACE: tuple[tuple[float, ...], ...] = ()
+_NO_ENTRIES = np.empty((0, len(TRACE_FIELDS)))  # what a message without trace entries has
+_NO_ENTRIES.flags.writeable = False
 
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0,
-                trace: list[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+                trace: Sequence[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
     """RESULT: ``count`` task ids, then their values back to back (one message, one or many),
     then ``task`` trace entries (TRACE_FIELDS each: this worker's tasks since its last message,
     these ones included)."""
@@ -133,20 +135,20 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """``rest`` of a RESULT or STOP_ACK payload, and the trace entries at its end."""
     size = msg.task * len(TRACE_FIELDS)
     if size <= 0:
-        return rest, np.empty((0, len(TRACE_FIELDS)))
+        return rest, _NO_ENTRIES
     return rest[:-size], rest[-size:].reshape(-1, len(TRACE_FIELDS))
 
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
                  counters: tuple[int, ...] = (), epoch: int = 0,
-                 trace: list[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+                 trace: Sequence[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
     """PURGE, STOP, PING and STOP_ACK: a header, and for STOP_ACK the worker's counters, then
     its trace entries not sent yet (``task`` of them)."""
     return pack(job, iteration, epoch, len(trace), worker, np.asarray(counters, dtype=np.float64),
                 np.ravel(trace) if trace else np.empty(0))
 
 
-def pack_trace(worker: int, trace: list[tuple[float, ...]]) -> np.ndarray:
+def pack_trace(worker: int, trace: Sequence[tuple[float, ...]]) -> np.ndarray:
     """TRACE: ``task`` trace entries, nothing else."""
     return pack(-1, -1, 0, len(trace), worker, np.ravel(trace))
 

@@ -225,7 +225,7 @@ class Worker:
         if trace is not None:
             trace.extend((*entry, SENT) for entry in unsent)
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch,
-                          trace or [])
+                          trace or ())
         if trace:
             trace.clear()  # copied into buf
             self.trace_sent = time.perf_counter()
@@ -254,7 +254,7 @@ class Worker:
         self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
-                           counters=(self.computed, self.sent, self.dropped), trace=self.trace or [])
+                           counters=(self.computed, self.sent, self.dropped), trace=self.trace or ())
         with failures_raised(self.comm):
             self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
 

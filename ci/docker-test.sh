@@ -191,6 +191,18 @@ ft_run() {  # ft_run NAME: 400 iterations under ULFM, detached, metrics in NAME.
 master_status() {  # master_status SECONDS: the master container's exit status, once it exits
   timeout "$1" "$docker" wait "$project-master-1" || echo "none within $1 s"
 }
+dump_stacks() {  # every rank still running prints its stack and what it waits for (train's
+  # SIGUSR1), twice 3 s apart, into the master's log
+  local c _
+  for _ in 1 2; do
+    for c in $("$docker" ps -q --filter "label=com.docker.compose.project=$project"); do
+      "$docker" exec "$c" bash -c 'for p in /proc/[0-9]*; do
+        [[ $(readlink "$p/exe") == */python3* ]] && kill -USR1 "${p#/proc/}"; done; true' || true
+    done
+    sleep 3
+  done
+  up logs --no-color master | tail -n 800 >&2
+}
 
 echo "docker-test: under ULFM, the ranks of a worker container killed mid-run"
 # The ranks, not the container: with the container its Open MPI daemon dies, and Open MPI 5.0's
@@ -205,6 +217,9 @@ if [[ $status == none* ]] && [[ $(tail -n 1 "$out/ft.jsonl") == *'"record": "run
   # at shutdown, and mpirun waits for it: a known problem, in the README's docker section.
   echo "docker-test: WARNING: the run finished, but mpirun did not exit within 120 s (a worker" \
     "rank hung inside Open MPI after the master left)"
+elif [[ $status == none* ]]; then
+  dump_stacks
+  echo "docker-test: the run never finished (the ranks' stacks above)" >&2; exit 1
 elif [[ $status != 0 ]]; then
   up logs --no-color master | tail -n 40 >&2
   echo "docker-test: the master exited with status $status" >&2; exit 1

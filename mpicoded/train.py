@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import io
+import os
+import signal
 import sys
 
 from . import __version__, run
@@ -107,9 +110,17 @@ def run_options(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point on every rank."""
-    from .runtime.api import MasterDied, MasterFailed, world
+    from .runtime.api import MasterDied, MasterFailed, where, world
 
     rank = world().Get_rank()
+
+    def say_where(signum: int, frame: object) -> None:
+        os.write(2, f"[mpicoded] rank {rank} (pid {os.getpid()}): {where()}\n".encode())
+
+    # a rank that seems stuck tells, on `kill -USR1 PID`, its stack at once (even from inside
+    # MPI) and then, back in Python, what it waits for
+    signal.signal(signal.SIGUSR1, say_where)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse(argv, rank)

@@ -25,6 +25,13 @@ from ..record import Progress, recorded_iterations, run_record, save_output
 
 T = TypeVar("T")
 
+_serving: Any = None  # the Master or Worker this rank runs now: where() asks it
+
+
+def where() -> str:
+    """What this rank is doing, in one line (``train`` prints it on SIGUSR1)."""
+    return "not serving a run yet" if _serving is None else _serving.describe()
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -148,6 +155,8 @@ def _worker(comm, job: AnyJob, args):
                 if not isinstance(setup, WorkerSetup):  # the run had nothing to do
                     return None
                 worker = Worker(comm, setup, job)
+                global _serving
+                _serving = worker
             _abort_on_error(comm, worker.run)
             return None
         except ProcessesFailed:  # only the master talks to a worker: it is the one gone
@@ -266,6 +275,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
                     iteration_timeout=args.iteration_timeout,
                     on_iteration=progress, on_job=progress.job_done,
                     log=None if plan.metrics is None else plan.metrics.write, trace=args.trace)
+    global _serving
+    _serving = master
     if adopt is None:
         master.place()
         resume = plan.resume

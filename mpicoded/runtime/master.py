@@ -265,6 +265,11 @@ class Master:
             self.recode_needed = True
             self.recode_reason = action.reason
 
+    def describe(self) -> str:
+        """Where the run is, in one line (SIGUSR1): the open iteration, the dead, pending sends."""
+        return (f"master: {self.state.describe()}; dead ranks {sorted(self.dead)}, "
+                f"{len(self.outbox.pending)} sends pending")
+
     def lose(self, ranks: set[int]) -> None:
         """Workers found dead: no more work for them; maybe a re-code."""
         new = ranks - self.dead

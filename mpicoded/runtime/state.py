@@ -246,6 +246,16 @@ class MasterState:
         return [SendPurge(w, cur.job, cur.iteration, self.epoch)
                 for w in sorted(self._live) if cur.outstanding.get(w)]
 
+    def describe(self) -> str:
+        """One line on what this state waits for (a rank asked where it is: SIGUSR1)."""
+        cur = self.current
+        if cur is None:
+            return f"epoch {self.epoch}: no iteration opened yet"
+        owed = {w: sorted(t) for w, t in cur.outstanding.items() if t}
+        return (f"epoch {self.epoch}, job {cur.job} iteration {cur.iteration} "
+                f"{'done' if cur.done else 'open'}: tasks decoded from {sorted(cur.decoder.tasks)}, "
+                f"owed by live worker {owed}, dead workers {sorted(self._dead())}")
+
     def stop(self) -> list[Action]:
         """End of the run: every worker is told to stop."""
         return [SendStop(w) for w in sorted(self._live)]

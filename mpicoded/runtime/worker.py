@@ -96,6 +96,17 @@ class Worker:
         return Inbox(self.poll, self.apply, purge=self.setup.purge, rank=self.comm.Get_rank(),
                      on_skip=skipped)
 
+    def describe(self) -> str:
+        """Where this worker is, in one line (SIGUSR1): its newest ITERATE, what it holds."""
+        inbox = self.inbox
+        held = [(m.job, m.iteration, m.epoch) for m in inbox.waiting]
+        current = None if inbox.current is None else (inbox.current.job, inbox.current.iteration,
+                                                      inbox.current.epoch)
+        latest = None if self.latest is None else self.latest[0]
+        return (f"worker {self.setup.worker} (epoch {self.setup.epoch}): newest ITERATE started "
+                f"(epoch, job, iteration) {latest}, under way {current}, waiting {held}, "
+                f"stopped {inbox.stopped}; {len(self.outbox.pending)} sends pending")
+
     def poll(self) -> Message | None:
         while (got := receive(self.comm, source=MASTER)) is not None and got[0].tag == Tag.PING:
             self.outbox.send(pack_clock(self.setup.worker, time.perf_counter()), MASTER, Tag.PING)

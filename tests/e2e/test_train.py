@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import numpy as np
 import pytest
+from processes import rank_pids
 
-from mpicoded.launcher import run_mpi
+from mpicoded.launcher import finish_mpi, kill_group, run_mpi, start_mpi
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
                     "purged_tasks", "messages", "volume", "missing_partitions", "loss"}
@@ -215,3 +219,29 @@ def test_task_trace_accounts_for_every_task(tmp_path):
                  "--no-trace")
     assert done.returncode == 0, done.output[-3000:]
     assert '"task"' not in metrics.read_text()
+
+
+def test_sigusr1_makes_every_rank_say_where_it_is(tmp_path):
+    """``kill -USR1`` on a rank of a run that seems stuck: its stack and what it waits for, and
+    the run goes on to a clean end."""
+    metrics = tmp_path / "run.jsonl"
+    proc = start_mpi(4, ["-m", "mpicoded.train", "--iterations", "200", "--delay", "persistent",
+                         "--task-time", "0.01", "--quiet", "--metrics", str(metrics)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                metrics.exists() and '"record": "iteration"' in metrics.read_text()):
+            time.sleep(0.05)
+        pids = rank_pids(proc.pid)
+        assert sorted(pids) == [0, 1, 2, 3]
+        for pid in pids.values():
+            os.kill(pid, signal.SIGUSR1)
+        done = finish_mpi(proc, timeout=120)
+    finally:
+        kill_group(proc)
+    assert done.returncode == 0, done.output[-3000:]
+    assert f"[mpicoded] rank 0 (pid {pids[0]}): master: epoch 0, job 0 iteration " in done.output
+    for rank in (1, 2, 3):
+        assert f"[mpicoded] rank {rank} (pid {pids[rank]}): worker {rank - 1} (epoch 0)" \
+            in done.output, done.output[-3000:]
+    assert done.output.count("most recent call first") >= 4  # the stacks

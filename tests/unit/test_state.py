@@ -189,3 +189,14 @@ def test_silence_counts_from_a_workers_last_result():
     state.on_result(0, 0, 0, [0], [np.ones(2)], now=0.5)
     assert state.silent(now=1.2, timeout=1.0) == []  # its last result was 0.7 s ago
     assert state.silent(now=1.6, timeout=1.0) == [0]
+
+
+def test_describe_says_what_the_open_iteration_waits_for(frc6):
+    state = MasterState(frc6)
+    assert state.describe() == "epoch 0: no iteration opened yet"
+    state.start_iteration(0, 3, 0.0)
+    state.on_result(0, 0, 3, [0], None, 0.1)
+    state.on_worker_failed(5)
+    assert state.describe() == (
+        "epoch 0, job 0 iteration 3 open: tasks decoded from [0], owed by live worker "
+        "{1: [1], 2: [2], 3: [3], 4: [4]}, dead workers [5]")

@@ -31,8 +31,10 @@ class Inbox:
 
     def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[Any], None],
                  purge: bool = True, rank: int = 1,
-                 on_skip: Callable[[Message, tuple[int, ...]], None] | None = None) -> None:
+                 on_skip: Callable[[Message, tuple[int, ...]], None] | None = None,
+                 epoch: Callable[[], int] = lambda: 0) -> None:
         self.poll, self.on_setup, self.purge, self.rank = poll, on_setup, purge, rank
+        self.epoch = epoch  # the epoch of the set-up in force (``on_setup`` may change it)
         self.on_skip = on_skip  # told of each ITERATE skipped, and its tasks (the trace)
         self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)
         self.current: Message | None = None  # the ITERATE under way
@@ -78,12 +80,14 @@ class Inbox:
         if self.on_skip is not None:
             self.on_skip(msg, tasks)
 
-    def next_iteration(self, epoch: int) -> Message | None:
+    def next_iteration(self) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
-        ``finished`` tells whether there will never be one. An ITERATE of another ``epoch`` than
-        the worker's set-up (queued before a re-code's SETUP, which replaced the tasks it names)
-        is skipped: its results would be stale anyway."""
+        ``finished`` tells whether there will never be one. An ITERATE of another epoch than
+        the set-up's (queued before a re-code's SETUP, which replaced the tasks it names) is
+        skipped: its results would be stale anyway. The epoch is asked after reading: a SETUP
+        read now, and the ITERATE behind it, are of the new one."""
         self.read()
+        epoch = self.epoch()
         self.current, self.current_dropped = None, False
         while self.waiting:
             msg = self.waiting.popleft()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,10 +34,7 @@ from .transport import (
     Outbox,
     ProcessesFailed,
     WorkerError,
-    failed_ranks,
-    is_process_failure,
     receive,
-    send_object,
     wait_buffer,
 )
 from .worker import WorkerSetup
@@ -170,8 +168,11 @@ class Master:
         return self.splitter.schedule()
 
     def place(self, placement: Sequence[Sequence[int]] | None = None) -> None:
-        """Send every worker, once, its settings and the payloads of the tasks it may run:
-        ``placement[w]`` (default: ``placement()``)."""
+        """Post to every worker, once, its settings and the payloads of the tasks it may run:
+        ``placement[w]`` (default: ``placement()``). Non-blocking: a worker hung inside MPI
+        (seen under ULFM, beside ranks that died) must not hang the master; it stays a
+        straggler (``--iteration-timeout`` ends its wait). What follows (ITERATEs) arrives
+        after the set-up: MPI keeps one sender's messages in order."""
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         for w, tasks in enumerate(self.placement() if placement is None else placement):
             rank = self.ranks[w]
@@ -181,12 +182,23 @@ class Master:
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
                                  self.state.epoch, self.trace is not None)
+            data = pickle.dumps(setup, protocol=pickle.HIGHEST_PROTOCOL)
             try:
-                self.placed_bytes += send_object(self.comm, setup, rank, Tag.SETUP)
-            except MPI.Exception as exc:  # died before its data arrived: a dead worker
-                if not is_process_failure(exc):
-                    raise
-                self.lose(failed_ranks(self.comm) | {rank})
+                self.outbox.send(data, rank, Tag.SETUP)
+            except ProcessesFailed as exc:  # died before its data left: a dead worker
+                self.lose(exc.ranks)
+                continue
+            self.placed_bytes += len(data)
+
+    def wait_sent(self) -> None:
+        """Until every send posted so far has completed (at start-up: the set-ups, before the
+        clocks are compared), workers found dead meanwhile lost."""
+        while True:
+            try:
+                self.outbox.drain()
+                return
+            except ProcessesFailed as exc:
+                self.lose(exc.ranks)
 
     def sync_clocks(self, pings: int = 3, patience: float = 2.0) -> None:
         """Learn each living worker's clock offset (--trace: task records on the master's clock,

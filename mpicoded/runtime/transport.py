@@ -198,12 +198,17 @@ class Outbox:
     def __init__(self, comm: MPI.Comm) -> None:
         self.comm = comm
         self.pending: list[MPI.Request] = []
-        self.buffers: list[np.ndarray] = []
+        self.buffers: list[np.ndarray | bytes] = []
         self.dests: list[int] = []
+        # buffers of sends given up on (to a rank found dead or timed out): a hung rank may
+        # still take one in, so MPI may still read it
+        self.orphans: list[np.ndarray | bytes] = []
 
-    def send(self, buf: np.ndarray, dest: int, tag: Tag) -> None:
+    def send(self, buf: np.ndarray | bytes, dest: int, tag: Tag) -> None:
+        """Post a send of doubles, or of bytes (a pickled set-up)."""
         try:
-            request = self.comm.Isend([buf, MPI.DOUBLE], dest=dest, tag=int(tag))
+            kind = MPI.BYTE if isinstance(buf, bytes) else MPI.DOUBLE
+            request = self.comm.Isend([buf, kind], dest=dest, tag=int(tag))
         except MPI.Exception as exc:
             if not is_process_failure(exc):
                 raise
@@ -227,7 +232,9 @@ class Outbox:
             self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
 
     def forget(self, dead: set[int]) -> None:
-        """Drop the sends to dead ranks: they will never complete."""
+        """Stop waiting for the sends to dead ranks: they will never complete."""
+        self.orphans += [buf for buf, d in zip(self.buffers, self.dests, strict=True)
+                         if d in dead]
         self._keep([i for i, d in enumerate(self.dests) if d not in dead])
 
     def _keep(self, keep: list[int]) -> None:

@@ -94,7 +94,7 @@ class Worker:
     def new_inbox(self) -> Inbox:
         skipped = self.trace_skipped if self.setup.trace else None
         return Inbox(self.poll, self.apply, purge=self.setup.purge, rank=self.comm.Get_rank(),
-                     on_skip=skipped)
+                     on_skip=skipped, epoch=lambda: self.setup.epoch)
 
     def describe(self) -> str:
         """Where this worker is, in one line (SIGUSR1): its newest ITERATE, what it holds."""
@@ -247,7 +247,7 @@ class Worker:
         """Serve iterations until STOP; then flush sends and acknowledge."""
         backoff = Backoff()
         while True:
-            msg = self.inbox.next_iteration(self.setup.epoch)
+            msg = self.inbox.next_iteration()
             if msg is None:
                 if self.inbox.finished:
                     break

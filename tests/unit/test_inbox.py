@@ -4,12 +4,13 @@ purge already queued is honoured, STOP interrupts, and --no-purge runs everythin
 from __future__ import annotations
 
 from collections import deque
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mpicoded.runtime.inbox import Inbox
-from mpicoded.runtime.protocol import Tag, pack_control, pack_iterate, unpack
+from mpicoded.runtime.protocol import Message, Tag, pack_control, pack_iterate, unpack
 
 
 class FakeMaster:
@@ -26,6 +27,9 @@ class FakeMaster:
     def purge(self, iteration: int, job: int = 0, epoch: int = 0) -> None:
         self.sent.append(unpack(Tag.PURGE, pack_control(job, iteration, epoch=epoch)))
 
+    def setup(self, epoch: int) -> None:
+        self.sent.append(Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, SimpleNamespace(epoch=epoch)))
+
     def stop(self) -> None:
         self.sent.append(unpack(Tag.STOP, pack_control()))
 
@@ -33,7 +37,9 @@ class FakeMaster:
         return self.sent.popleft() if self.sent else None
 
     def inbox(self, purge: bool = True) -> Inbox:
-        return Inbox(self.poll, self.setups.append, purge=purge)
+        """The worker's Inbox; its epoch is the newest SETUP's, as the worker's is."""
+        return Inbox(self.poll, self.setups.append, purge=purge,
+                     epoch=lambda: self.setups[-1].epoch if self.setups else 0)
 
 
 def test_superseded_iterations_are_skipped_unread():
@@ -43,10 +49,10 @@ def test_superseded_iterations_are_skipped_unread():
         master.iterate(it, tasks=(0, 1, 2))
         if it < 2:
             master.purge(it)
-    msg = inbox.next_iteration(0)
+    msg = inbox.next_iteration()
     assert msg.iteration == 2
     assert inbox.skipped == 6  # two iterations of three tasks, never started
-    assert inbox.next_iteration(0) is None and not inbox.finished
+    assert inbox.next_iteration() is None and not inbox.finished
 
 
 def test_a_queued_purge_is_honoured_before_starting():
@@ -54,15 +60,16 @@ def test_a_queued_purge_is_honoured_before_starting():
     inbox = master.inbox()
     master.iterate(0)
     master.purge(0)
-    assert inbox.next_iteration(0) is None
+    assert inbox.next_iteration() is None
     assert inbox.skipped == 2
 
 
 def test_purge_of_another_iteration_or_epoch_leaves_the_current_one():
     master = FakeMaster()
     inbox = master.inbox()
+    master.setup(epoch=1)
     master.iterate(4, epoch=1)
-    assert inbox.next_iteration(1).iteration == 4
+    assert inbox.next_iteration().iteration == 4
     master.purge(3, epoch=1)
     master.purge(4, epoch=0)
     assert not inbox.dropped()
@@ -74,11 +81,11 @@ def test_newer_iterate_interrupts_the_current_one_and_runs_next():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    assert inbox.next_iteration(0).iteration == 0
+    assert inbox.next_iteration().iteration == 0
     assert not inbox.dropped()
     master.iterate(1)
     assert inbox.dropped()
-    assert inbox.next_iteration(0).iteration == 1
+    assert inbox.next_iteration().iteration == 1
     assert not inbox.dropped()
 
 
@@ -86,12 +93,12 @@ def test_stop_interrupts_and_drops_what_waits():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    inbox.next_iteration(0)
+    inbox.next_iteration()
     master.iterate(1, tasks=(5,))
     master.stop()
     assert inbox.dropped()
     assert inbox.finished
-    assert inbox.next_iteration(0) is None
+    assert inbox.next_iteration() is None
     assert inbox.skipped == 1
 
 
@@ -99,8 +106,8 @@ def test_setup_is_applied_at_once_and_the_work_goes_on():
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0)
-    inbox.next_iteration(0)
-    master.sent.append(unpack(Tag.SETUP, np.zeros(6)))
+    inbox.next_iteration()
+    master.setup(epoch=0)
     assert not inbox.dropped()
     assert len(master.setups) == 1
 
@@ -112,7 +119,7 @@ def test_without_purging_every_iterate_runs_in_order_then_stop():
         master.iterate(it)
     master.stop()
     seen = []
-    while (msg := inbox.next_iteration(0)) is not None:
+    while (msg := inbox.next_iteration()) is not None:
         assert not inbox.dropped()
         seen.append(msg.iteration)
     assert seen == [0, 1, 2] and inbox.finished and inbox.skipped == 0
@@ -124,9 +131,9 @@ def test_iterations_of_an_old_epoch_are_skipped_after_a_recode():
     inbox = master.inbox(purge=False)
     master.iterate(1, tasks=(0, 1))
     master.iterate(2, tasks=(0, 1))
-    master.sent.append(unpack(Tag.SETUP, np.zeros(6)))
-    master.iterate(2, tasks=(3,), epoch=1)
-    msg = inbox.next_iteration(epoch=1)  # the worker applied the SETUP: it is on epoch 1 now
+    master.setup(epoch=1)
+    master.iterate(2, tasks=(3,), epoch=1)  # read in the same poll as the SETUP before it
+    msg = inbox.next_iteration()
     assert (msg.iteration, msg.epoch) == (2, 1) and inbox.skipped == 4
 
 
@@ -134,7 +141,7 @@ def test_unexpected_message_is_an_error():
     master = FakeMaster()
     master.sent.append(unpack(Tag.RESULT, np.zeros(6)))
     with pytest.raises(ValueError, match="unexpected RESULT"):
-        master.inbox().next_iteration(0)
+        master.inbox().next_iteration()
 
 
 def test_skipped_iterations_are_told_with_their_tasks():
@@ -145,5 +152,5 @@ def test_skipped_iterations_are_told_with_their_tasks():
     master.iterate(0, tasks=(4, 5))
     master.iterate(1, tasks=(6,))
     master.purge(1)
-    assert inbox.next_iteration(0) is None
+    assert inbox.next_iteration() is None
     assert skipped == [(0, (4, 5)), (1, (6,))] and inbox.skipped == 3

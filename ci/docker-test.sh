@@ -183,7 +183,7 @@ up down -v >/dev/null 2>&1
 ft_run() {  # ft_run NAME: 400 iterations under ULFM, detached, metrics in NAME.jsonl; returns
   # once 20 are recorded. Detached: compose's --abort-on-container-exit would end the cluster
   # when a container exits.
-  TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --metrics /home/mpi/output/$1.jsonl" \
+  TRAIN_ARGS="--iterations 400 --delay persistent --task-time 0.002 --iteration-timeout 5 --metrics /home/mpi/output/$1.jsonl" \
     FT=1 up up -d --no-build --scale worker=4 >"$tmp/$1.log" 2>&1 \
     || { tail -n 40 "$tmp/$1.log" >&2; return 1; }
   wait_iterations "$out/$1.jsonl" 20
@@ -211,15 +211,20 @@ ft_run ft
 "$docker" exec "$project-worker-2" bash -c \
   'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
 status=$(master_status 120)
+# A known Open MPI problem (the README's docker section): now and then the living rank next to
+# the dead ones (the ULFM detector's observer) stays blocked on a futex inside MPI_Iprobe. The
+# master times it out (--iteration-timeout), finishes the run without it, writes its records and
+# then ends the job for the rank that never acknowledged STOP.
+hung=$(up logs --no-color master | grep -o "worker rank(s) \[[0-9, ]*\] timed out and never" || true)
 if [[ $status == none* ]] && [[ $(tail -n 1 "$out/ft.jsonl") == *'"record": "run"'* ]]; then
-  # The run is over (rank 0 wrote its record and left), but in 3 of 13 runs here a
-  # worker rank stays blocked inside MPI_Iprobe after it was reported failed by ULFM's detector
-  # at shutdown, and mpirun waits for it: a known problem, in the README's docker section.
   echo "docker-test: WARNING: the run finished, but mpirun did not exit within 120 s (a worker" \
     "rank hung inside Open MPI after the master left)"
 elif [[ $status == none* ]]; then
   dump_stacks
   echo "docker-test: the run never finished (the ranks' stacks above)" >&2; exit 1
+elif [[ -n $hung ]]; then
+  echo "docker-test: WARNING: ${hung% timed out and never} hung inside Open MPI, was timed out" \
+    "and the job ended once the run was done (status $status)"
 elif [[ $status != 0 ]]; then
   up logs --no-color master | tail -n 40 >&2
   echo "docker-test: the master exited with status $status" >&2; exit 1

@@ -224,12 +224,25 @@ class Outbox:
         try:
             done = MPI.Request.Testsome(self.pending)
         except MPI.Exception as exc:
-            if not is_process_failure(exc):
+            if not is_process_failure(exc) and exc.Get_error_class() != MPI.ERR_IN_STATUS:
                 raise
-            self.forget(dead := failed_ranks(self.comm))
+            self.forget(dead := self._failed())
             raise ProcessesFailed(dead) from None
         if done:
             self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
+
+    def _failed(self) -> set[int]:
+        """The ranks whose sends failed. Testsome may say only ERR_IN_STATUS (seen under ULFM
+        with a rank dead): each request tested alone names its own error."""
+        dead = set()
+        for request, dest in zip(self.pending, self.dests, strict=True):
+            try:
+                request.Test()
+            except MPI.Exception as exc:
+                if not is_process_failure(exc):
+                    raise
+                dead.add(dest)
+        return dead | failed_ranks(self.comm)
 
     def forget(self, dead: set[int]) -> None:
         """Stop waiting for the sends to dead ranks: they will never complete."""

@@ -283,8 +283,9 @@ class Master:
                 f"{len(self.outbox.pending)} sends pending")
 
     def lose(self, ranks: set[int]) -> None:
-        """Workers found dead: no more work for them; maybe a re-code."""
-        new = ranks - self.dead
+        """Workers found dead: no more work for them; maybe a re-code. One that acknowledged
+        STOP has left, as told (under ULFM its exit is reported as a failure): not one."""
+        new = ranks - self.dead - self.stopped
         if not new:
             return
         self.dead |= new

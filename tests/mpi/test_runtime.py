@@ -249,3 +249,21 @@ def test_choosing_a_wait_turns_open_mpis_own_yield_off():
     finally:
         set_wait("sleep")
         end_waits()  # Open MPI's own yield back, as mpicoded.run leaves it
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(60)
+def test_a_worker_gone_after_acknowledging_stop_is_no_failure():
+    """Under ULFM a worker's exit after STOP is reported as a failure: the master must not
+    count it (it did, at the end of a run that waited for a hung rank)."""
+    from mpicoded.delays import DelayModel
+    from mpicoded.runtime.master import Master
+
+    comm = MPI.COMM_WORLD
+    if comm.rank != 0:
+        return
+    code = make_code("uncoded", comm.size - 1)
+    master = Master(comm, code, coded(Ridge(), code), DelayModel())
+    master.stopped.add(1)
+    master.lose({1, 2})
+    assert master.dead == {2} and master.state.totals["failed_workers"] == 1

@@ -115,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     rank = world().Get_rank()
 
     def say_where(signum: int, frame: object) -> None:
-        os.write(2, f"[mpicoded] rank {rank} (pid {os.getpid()}): {where()}\n".encode())
+        try:
+            line = where()
+        except Exception as exc:  # never let a diagnostic end the run
+            line = f"cannot tell ({type(exc).__name__}: {exc})"
+        os.write(2, f"[mpicoded] rank {rank} (pid {os.getpid()}): {line}\n".encode())
 
     # a rank that seems stuck tells, on `kill -USR1 PID`, its stack at once (even from inside
     # MPI) and then, back in Python, what it waits for

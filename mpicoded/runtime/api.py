@@ -287,7 +287,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
             master.recode()
         elif master.splitter is not None and master.splitter.kind != "adaptive":
             master.place(master.splitter.schedule())  # the split moved tasks to the survivors
-    master.wait_sent()  # every worker holds its set-up before its clock is asked for
+    master.wait_sent()  # the set-ups are out before the workers' clocks are asked for
     if master.trace is not None:
         master.sync_clocks()
     if plan.resume is not None and not args.quiet:

@@ -191,8 +191,9 @@ class Master:
             self.placed_bytes += len(data)
 
     def wait_sent(self) -> None:
-        """Until every send posted so far has completed (at start-up: the set-ups, before the
-        clocks are compared), workers found dead meanwhile lost."""
+        """Until every send posted so far has completed (at start-up, or after a failover: the
+        set-ups, before the clocks are compared), workers found dead meanwhile lost. No deadline
+        (a large data set takes what it takes): a worker hung inside MPI then hangs the start."""
         while True:
             try:
                 self.outbox.drain()
@@ -491,6 +492,7 @@ class Master:
                 continue  # a second worker's failure changes nothing now: keep draining
         if grace is not None:
             self.unstopped = sorted(expected - self.stopped - self.dead_for_sure())
+        self.outbox.forget(self.timed_out | set(self.unstopped))  # hung: their sends may not end
         while True:
             try:
                 self.outbox.drain()

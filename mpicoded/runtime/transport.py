@@ -2,8 +2,8 @@
 
 21 ranks share 2 cores, so nobody blocks in a busy-polling MPI wait: receivers Iprobe and wait
 between empty polls as ``set_wait`` chose, senders Isend and keep each buffer alive until its
-request is done. The few blocking calls (set-up, error reports, failover) run with Open MPI's
-own yield on (``blocking_mpi``).
+request is done. The few blocking calls (a worker's receipt of its set-up, a refusal instead of
+one, error reports, failover) run with Open MPI's own yield on (``blocking_mpi``).
 """
 
 from __future__ import annotations
@@ -226,9 +226,12 @@ class Outbox:
         except MPI.Exception as exc:
             if not is_process_failure(exc) and exc.Get_error_class() != MPI.ERR_IN_STATUS:
                 raise
-            self.forget(dead := self._failed())
+            dead = self._failed()
+            if not dead:  # not a peer's death after all
+                raise
+            self.forget(dead)
             raise ProcessesFailed(dead) from None
-        if done:
+        if done is None or done:  # None: every request was done already (after a failure)
             self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
 
     def _failed(self) -> set[int]:
@@ -245,10 +248,12 @@ class Outbox:
         return dead | failed_ranks(self.comm)
 
     def forget(self, dead: set[int]) -> None:
-        """Stop waiting for the sends to dead ranks: they will never complete."""
+        """Stop waiting for the sends to dead (or hung) ranks: they may never complete. Sends
+        found done meanwhile go too."""
         self.orphans += [buf for buf, d in zip(self.buffers, self.dests, strict=True)
                          if d in dead]
-        self._keep([i for i, d in enumerate(self.dests) if d not in dead])
+        self._keep([i for i, (d, req) in enumerate(zip(self.dests, self.pending, strict=True))
+                    if d not in dead and req != MPI.REQUEST_NULL])
 
     def _keep(self, keep: list[int]) -> None:
         self.pending = [self.pending[i] for i in keep]
@@ -272,12 +277,12 @@ class WorkerError(RuntimeError):
         self.rank = rank
 
 
-def send_object(comm: MPI.Comm, obj: object, dest: int, tag: Tag) -> int:
-    """Send ``obj`` pickled, as bytes (a set-up); returns the bytes sent: what placing cost."""
+def send_object(comm: MPI.Comm, obj: object, dest: int, tag: Tag) -> None:
+    """Send ``obj`` pickled, as bytes, and wait (before the run: a refusal sent in place of a
+    set-up; set-ups themselves go through an Outbox)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     with blocking_mpi():
         comm.Send([data, MPI.BYTE], dest=dest, tag=int(tag))
-    return len(data)
 
 
 def _recv_object(comm: MPI.Comm, status: MPI.Status) -> Any:

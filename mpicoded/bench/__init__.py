@@ -4,7 +4,8 @@
   under the same seed, plus frc without purging (how public peers run). Mean iteration time,
   makespan, purged tasks, and each speedup over uncoded.
 - ``overhead``: no injected delay, 20 workers: mpicoded's uncoded iteration time vs a minimal
-  plain-mpi4py gradient loop on the same data, as a ratio.
+  plain-mpi4py gradient loop on the same data, as a ratio taken within alternated rounds
+  (``--repeats``, ``--sizes``).
 - ``decode``: per-iteration decode time against n_workers, for the structured decoders (gfrc,
   cpgc up to 1000 workers) and the generic one (cyclic, sparse up to 200). No MPI.
 - ``paper001``: paper 001's Fig. 1 on the simulator and on 21 MPI ranks side by side, with PNG
@@ -39,7 +40,7 @@ from .pagerank import bench_pagerank
 from .paper000 import bench_paper000
 from .paper001 import bench_paper001
 from .real import bench_real_stragglers
-from .runtime import bench_overhead, bench_purge
+from .runtime import OVERHEAD_SIZES, bench_overhead, bench_purge, parse_sizes
 from .simscale import bench_sim_scale
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
@@ -92,10 +93,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", default="auto",
                    help="dispatch, overhead: mpicoded's --wait modes to measure, comma-separated "
                    "(e.g. sleep,yield,spin); default auto")
+    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(OVERHEAD_SIZES),
+                   help=f"overhead: data shapes, samples x features; default {OVERHEAD_SIZES}")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="overhead: alternated rounds of the plain loop and mpicoded; default 3")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats {args.repeats} is out of range: allowed >= 1")
     if args.iterations is None:
         args.iterations = DEFAULT_ITERATIONS.get(args.scenario, 0)
     out = SCENARIOS[args.scenario](args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 
 from ..launcher import run_mpi
@@ -45,7 +46,18 @@ def bench_purge(args: argparse.Namespace) -> dict:
     return out
 
 
-OVERHEAD_SIZES = ((20000, 50), (200000, 100))  # communication-bound, then compute-bound
+OVERHEAD_SIZES = "20000x50,200000x100"  # communication-bound, then compute-bound
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``"20000x50,200000x100"`` as (samples, features) pairs (the overhead bench's --sizes)."""
+    try:
+        sizes = [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list like 20000x50,200000x100")
+    return sizes  # type: ignore[return-value]  # pairs, checked above
 WARMUP = 10  # iterations left out on both sides
 
 
@@ -58,38 +70,53 @@ def steady_iteration_s(records: list[dict]) -> float:
 
 def bench_overhead(args: argparse.Namespace) -> dict:
     """mpicoded with its default flags (the loss decoded with the gradient, metrics written)
-    against a plain mpi4py loop, per iteration once warm, for each --wait mode asked for."""
-    rows, out = [], {}
-    for samples, features in OVERHEAD_SIZES:
+    against a plain mpi4py loop, per iteration once warm, for each --wait mode asked for.
+
+    This machine's speed drifts by a third within minutes, so the runs alternate: each round
+    runs the plain loop, then mpicoded, then mpicoded with --no-trace, and the ratios are taken
+    within a round; the table gives the median round (and the range of the ratio)."""
+    rows: list[list[str]] = []
+    out: dict[str, dict] = {}
+    for samples, features in args.sizes:
         size = ["--samples", str(samples), "--features", str(features), "--seed", str(args.seed)]
-        print(f"[bench] overhead {samples}x{features}: plain mpi4py loop ...", file=sys.stderr,
-              flush=True)
-        done = run_mpi(21, ["-m", "mpicoded.runtime.baseline", *size, "--warmup", str(WARMUP),
-                            "--iterations", str(args.iterations)], timeout=TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"baseline failed:\n{done.output[-3000:]}")
-        plain = json.loads(done.output.strip().splitlines()[-1])["mean_iteration_s"]
         key = f"{samples}x{features}"
-        out[key] = {"plain_mpi4py_s": plain}
+        out[key] = {}
         for mode in args.wait.split(","):
-            print(f"[bench] overhead {samples}x{features}: mpicoded uncoded, wait {mode} ...",
-                  file=sys.stderr, flush=True)
-            flags = ["--code", "uncoded", "--delay", "none", "--wait", mode, "--iterations",
-                     str(WARMUP + args.iterations), *size]
-            run = train_run(21, flags, records=True)
-            steady = steady_iteration_s(run["iteration_records"])
-            print(f"[bench] overhead {samples}x{features}: the same, --no-trace ...",
-                  file=sys.stderr, flush=True)
-            untraced = steady_iteration_s(train_run(21, [*flags, "--no-trace"],
-                                                    records=True)["iteration_records"])
-            out[key][run["wait"]] = {"mpicoded_s": steady, "ratio": steady / plain,
-                                     "no_trace_s": untraced, "trace_cost": steady / untraced}
-            rows.append([f"{samples} x {features}", run["wait"], f"{plain * 1e3:.2f}",
-                         f"{steady * 1e3:.2f}", f"{steady / plain:.2f}x",
-                         f"{untraced * 1e3:.2f}", f"{steady / untraced:.2f}x"])
+            rounds = [_overhead_round(args, size, mode, r) for r in range(args.repeats)]
+            ratios = sorted(r["ratio"] for r in rounds)
+            med = sorted(rounds, key=lambda r: r["ratio"])[len(rounds) // 2]
+            trace_cost = statistics.median(r["trace_cost"] for r in rounds)
+            out[key][med["wait"]] = {**med, "rounds": rounds, "trace_cost": trace_cost}
+            rows.append([f"{samples} x {features}", med["wait"],
+                         f"{med['plain_mpi4py_s'] * 1e3:.2f}", f"{med['mpicoded_s'] * 1e3:.2f}",
+                         f"{med['ratio']:.2f}x", f"{ratios[0]:.2f}-{ratios[-1]:.2f}x",
+                         f"{trace_cost:.2f}x"])
     print(f"overhead: 20 workers, no injected delay, {args.iterations} iterations after "
           f"{WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "
-          "with the gradient, metrics and the task trace written); then with --no-trace")
+          "with the gradient, metrics and the task trace written); "
+          f"{args.repeats} rounds of plain loop, mpicoded, mpicoded --no-trace; the median "
+          "round's times")
     print(table(["data", "wait", "plain mpi4py ms/it", "mpicoded ms/it", "ratio",
-                 "no trace ms/it", "trace on/off"], rows))
+                 "ratio range", "trace on/off"], rows))
     return out
+
+
+def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index: int) -> dict:
+    """One round: the plain loop, mpicoded and mpicoded --no-trace, back to back."""
+    label = f"overhead {size[1]}x{size[3]}, wait {mode}, round {index + 1}/{args.repeats}"
+    print(f"[bench] {label}: plain mpi4py loop ...", file=sys.stderr, flush=True)
+    done = run_mpi(21, ["-m", "mpicoded.runtime.baseline", *size, "--warmup", str(WARMUP),
+                        "--iterations", str(args.iterations)], timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"baseline failed:\n{done.output[-3000:]}")
+    plain = json.loads(done.output.strip().splitlines()[-1])["mean_iteration_s"]
+    print(f"[bench] {label}: mpicoded uncoded ...", file=sys.stderr, flush=True)
+    flags = ["--code", "uncoded", "--delay", "none", "--wait", mode, "--iterations",
+             str(WARMUP + args.iterations), *size]
+    run = train_run(21, flags, records=True)
+    steady = steady_iteration_s(run["iteration_records"])
+    print(f"[bench] {label}: the same, --no-trace ...", file=sys.stderr, flush=True)
+    untraced = steady_iteration_s(train_run(21, [*flags, "--no-trace"],
+                                            records=True)["iteration_records"])
+    return {"wait": run["wait"], "plain_mpi4py_s": plain, "mpicoded_s": steady,
+            "ratio": steady / plain, "no_trace_s": untraced, "trace_cost": steady / untraced}

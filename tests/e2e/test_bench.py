@@ -79,3 +79,23 @@ def test_dispatch_bench_runs(tmp_path):
     assert set(runs) == {"mpicoded (sleep)", "MPIPoolExecutor"}
     assert runs["MPIPoolExecutor"]["tasks"] == runs["mpicoded (sleep)"]["tasks"] >= 5 * 20
     assert all(r["tasks_per_s"] > 0 for r in runs.values())
+
+
+def test_overhead_bench_alternates_rounds(tmp_path):
+    """bench overhead on tiny data: every round runs the plain loop, mpicoded and mpicoded
+    --no-trace, its ratios are taken within the round, and the median round is reported."""
+    summary = tmp_path / "o.json"
+    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "overhead", "--sizes",
+                           "2000x10", "--iterations", "4", "--repeats", "2", "--wait", "sleep",
+                           "--json", str(summary)], capture_output=True, text=True, timeout=600,
+                          env=mpi_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(summary.read_text())["2000x10"]["sleep"]
+    rounds = result["rounds"]
+    assert len(rounds) == 2 and done.stderr.count("round 2/2: plain mpi4py loop") == 1
+    for r in rounds:
+        assert r["ratio"] == pytest.approx(r["mpicoded_s"] / r["plain_mpi4py_s"])
+        assert r["trace_cost"] == pytest.approx(r["mpicoded_s"] / r["no_trace_s"])
+    assert result["ratio"] in {r["ratio"] for r in rounds}  # the median of two: the larger
+    assert result["ratio"] == max(r["ratio"] for r in rounds)
+    assert "2000 x 10" in done.stdout and "ratio range" in done.stdout

@@ -13,6 +13,9 @@ import numpy as np
 
 from ._base import Code, Decoder
 
+_NONE = np.empty(0, dtype=np.intp)  # no partition missing: shared, so read-only
+_NONE.flags.writeable = False
+
 
 class GenericDecoder(Decoder):
     """Works for any B: keeps an orthonormal basis of the received rows' span.
@@ -231,6 +234,8 @@ class PeelingDecoder(Decoder):
 
     @property
     def missing_partitions(self) -> np.ndarray:
+        if len(self._how) == self.code.n_partitions:  # every iteration without a straggler
+            return _NONE
         known = np.zeros(self.code.n_partitions, dtype=bool)
         known[list(self._how)] = True
         return np.flatnonzero(~known)

@@ -210,6 +210,8 @@ class CodedGradient(Coded):
         self.free_loss = overrides(job, "block_loss", GradientJob)
         self.result_size = self.dim + self.free_loss
         self._remote = not overrides(job, "blocks", GradientJob)
+        self._every = np.arange(k)  # the partitions an exact decode covers (every iteration)
+        self._every.flags.writeable = False
         if self._remote and not overrides(job, "load_block", GradientJob):
             raise ValueError(f"{self.name} defines neither blocks(k) nor load_block(j, k)")
         self.parts: list[Any] = []
@@ -249,7 +251,7 @@ class CodedGradient(Coded):
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with the sum over the partitions the decode covers."""
-        covered = np.setdiff1d(np.arange(self.code.n_partitions), missing)
+        covered = np.setdiff1d(self._every, missing) if len(missing) else self._every
         total = decoded if self.code.target == "sum" else decoded[covered].sum(axis=0)
         if self.free_loss:
             self.decoded_loss = float(self.job.combine_loss(theta, float(total[-1]), covered))

@@ -59,4 +59,6 @@ class SampleJob(GradientJob):
         return [(self.data.X[r], self.data.y[r]) for r in rows]
 
     def rows_covered(self, covered: np.ndarray) -> int:
+        if len(covered) == len(self.sizes):  # every partition (covered has no repeats)
+            return self.data.n_samples
         return int(sum(self.sizes[j] for j in covered))

@@ -9,6 +9,7 @@ Floats hold integers exactly below 2**53.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -78,13 +79,27 @@ def pack_iterate(job: int, iteration: int, theta: np.ndarray,
     """ITERATE, one buffer for every worker of the iteration (theta packed once): ``count``
     entries of theta, then where each rank's task list starts (``task`` = ranks + 1 offsets, by
     comm rank), then the task lists back to back. ``tasks`` maps comm rank to its task ids."""
-    slots = max(tasks, default=-1) + 1
+    offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
+    n = theta.size
+    buf = np.empty(HEADER + n + lists.size, dtype=np.float64)
+    buf[:HEADER] = (job, iteration, epoch, offsets, -1, n)
+    buf[HEADER : HEADER + n] = theta
+    buf[HEADER + n :] = lists
+    return buf
+
+
+@functools.lru_cache(maxsize=16)
+def _task_lists(tasks: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[int, np.ndarray]:
+    """How many offsets an ITERATE has, and the offsets then the task lists (the same every
+    iteration until the schedule changes: built once, read-only)."""
+    slots = tasks[-1][0] + 1 if tasks else 0
     lengths = np.zeros(slots, dtype=np.float64)
-    for rank, ids in tasks.items():
+    for rank, ids in tasks:
         lengths[rank] = len(ids)
-    offsets = np.concatenate([[0.0], np.cumsum(lengths)])
-    flat = np.fromiter((t for rank in sorted(tasks) for t in tasks[rank]), dtype=np.float64)
-    return pack(job, iteration, epoch, slots + 1, -1, theta, offsets, flat)
+    flat = [t for _, ids in tasks for t in ids]
+    out = np.concatenate([[0.0], np.cumsum(lengths), np.asarray(flat, dtype=np.float64)])
+    out.flags.writeable = False
+    return slots + 1, out
 
 
 def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray]:

@@ -29,6 +29,18 @@ def test_iterate_round_trip_one_buffer_for_every_worker():
     assert np.array_equal(iterate_fields(msg, 1)[1], theta)
 
 
+def test_iterate_task_lists_built_once_follow_a_changed_schedule():
+    """The task lists are built once per schedule: a re-split's new lists, the old ones again
+    and a new theta each time all come out as sent."""
+    schedules = [{1: (0,), 2: (1,)}, {1: (0, 1), 2: ()}, {2: (1,), 1: (0,)}, {1: (0,), 3: (5, 1)}]
+    for i, tasks in enumerate(schedules * 2):
+        theta = np.full(3, float(i))
+        msg = unpack(Tag.ITERATE, pack_iterate(0, i, theta, tasks))
+        for rank in range(5):
+            assert iterate_fields(msg, rank)[0] == tuple(tasks.get(rank, ()))
+        assert np.array_equal(iterate_fields(msg, 1)[1], theta)
+
+
 def test_result_round_trip_single_and_multi():
     values = [np.arange(5.0), np.arange(5.0) * 2]
     msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8, 9], values))

@@ -246,7 +246,8 @@ class PeelingDecoder(Decoder):
         for p in self._order:
             t, q = self._how[p]
             v = self.value(t) if q < 0 else self.value(t) - B[t, q] * solved[q]
-            solved[p] = v / B[t, p]
+            b = B[t, p]
+            solved[p] = v if b == 1.0 else v / b  # uncoded: no division, no copy
         if self.code.target == "sum":
             return np.sum(list(solved.values()), axis=0)
         first = next(iter(solved.values()))

@@ -50,7 +50,6 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     every chunk that many times over (the surplus into a scratch buffer): a CPU that is really
     ``repeat`` times slower, for the ``compute`` delay model.
     """
-    total = sum(kernel.rows(blocks[key]) for key, _ in terms)
     out = np.zeros(size)
     burn = _Burn(kernel, size, repeat - 1.0) if repeat > 1 else None
     done = chunks = 0
@@ -61,6 +60,7 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
         step = chunk_rows if chunk_rows > 0 else max(n, 1)
         for start in range(0, n, step):
             if done and ask is not None and ask():  # between chunks: a finished task is sent
+                total = sum(kernel.rows(blocks[k]) for k, _ in terms)
                 return None, done / total, chunks
             end = min(n, start + step)
             kernel.accumulate(block, theta, start, end, coef, out)

@@ -353,7 +353,8 @@ def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:
     # Irecv + Test with backoff, not Recv: a message past the eager limit (about 4 KiB here)
     # completes only when its sender next enters MPI, and a blocking Recv would spin until then.
     request = comm.Irecv([buf, MPI.DOUBLE], source=src, tag=tag)
-    backoff = Backoff()
-    while not request.Test():
-        backoff.wait()
+    if not request.Test():  # most often done at once: the payload was in with the probe
+        backoff = Backoff()
+        while not request.Test():
+            backoff.wait()
     return unpack(tag, buf), src

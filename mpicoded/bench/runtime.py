@@ -84,9 +84,9 @@ def bench_overhead(args: argparse.Namespace) -> dict:
         for mode in args.wait.split(","):
             rounds = [_overhead_round(args, size, mode, r) for r in range(args.repeats)]
             ratios = sorted(r["ratio"] for r in rounds)
-            med = sorted(rounds, key=lambda r: r["ratio"])[len(rounds) // 2]
+            med = sorted(rounds, key=lambda r: r["ratio"])[len(rounds) // 2]  # even: upper
             trace_cost = statistics.median(r["trace_cost"] for r in rounds)
-            out[key][med["wait"]] = {**med, "rounds": rounds, "trace_cost": trace_cost}
+            out[key][med["wait"]] = {**med, "rounds": rounds, "median_trace_cost": trace_cost}
             rows.append([f"{samples} x {features}", med["wait"],
                          f"{med['plain_mpi4py_s'] * 1e3:.2f}", f"{med['mpicoded_s'] * 1e3:.2f}",
                          f"{med['ratio']:.2f}x", f"{ratios[0]:.2f}-{ratios[-1]:.2f}x",
@@ -94,8 +94,9 @@ def bench_overhead(args: argparse.Namespace) -> dict:
     print(f"overhead: 20 workers, no injected delay, {args.iterations} iterations after "
           f"{WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "
           "with the gradient, metrics and the task trace written); "
-          f"{args.repeats} rounds of plain loop, mpicoded, mpicoded --no-trace; the median "
-          "round's times")
+          f"{args.repeats} rounds of plain loop, mpicoded, mpicoded --no-trace; the times of "
+          "the round with the median ratio (of an even number, the upper), trace on/off the "
+          "median over rounds")
     print(table(["data", "wait", "plain mpi4py ms/it", "mpicoded ms/it", "ratio",
                  "ratio range", "trace on/off"], rows))
     return out

@@ -83,7 +83,7 @@ def pack_iterate(job: int, iteration: int, theta: np.ndarray,
     n = theta.size
     buf = np.empty(HEADER + n + lists.size, dtype=np.float64)
     buf[:HEADER] = (job, iteration, epoch, offsets, -1, n)
-    buf[HEADER : HEADER + n] = theta
+    buf[HEADER : HEADER + n] = np.ravel(theta)  # a step may return theta as a column
     buf[HEADER + n :] = lists
     return buf
 

@@ -39,6 +39,9 @@ def test_iterate_task_lists_built_once_follow_a_changed_schedule():
         for rank in range(5):
             assert iterate_fields(msg, rank)[0] == tuple(tasks.get(rank, ()))
         assert np.array_equal(iterate_fields(msg, 1)[1], theta)
+    column = np.arange(3.0).reshape(3, 1)  # what a job's step may return: sent flat
+    msg = unpack(Tag.ITERATE, pack_iterate(0, 9, column, {1: (0,)}))
+    assert np.array_equal(iterate_fields(msg, 1)[1], column.ravel())
 
 
 def test_result_round_trip_single_and_multi():

@@ -47,18 +47,22 @@ def bench_purge(args: argparse.Namespace) -> dict:
 
 
 OVERHEAD_SIZES = "20000x50,200000x100"  # communication-bound, then compute-bound
+WARMUP = 10  # iterations left out on both sides
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     """``"20000x50,200000x100"`` as (samples, features) pairs (the overhead bench's --sizes)."""
-    try:
-        sizes = [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list like 20000x50,200000x100")
-    return sizes  # type: ignore[return-value]  # pairs, checked above
-WARMUP = 10  # iterations left out on both sides
+    sizes = []
+    for item in text.split(","):
+        parts = item.split("x")
+        try:
+            samples, features = (int(v) for v in parts) if len(parts) == 2 else (0, 0)
+        except ValueError:
+            samples = features = 0
+        if min(samples, features) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a list like 20000x50,200000x100")
+        sizes.append((samples, features))
+    return sizes
 
 
 def steady_iteration_s(records: list[dict]) -> float:
@@ -83,13 +87,14 @@ def bench_overhead(args: argparse.Namespace) -> dict:
         out[key] = {}
         for mode in args.wait.split(","):
             rounds = [_overhead_round(args, size, mode, r) for r in range(args.repeats)]
-            ratios = sorted(r["ratio"] for r in rounds)
-            med = sorted(rounds, key=lambda r: r["ratio"])[len(rounds) // 2]  # even: upper
+            ordered = sorted(rounds, key=lambda r: r["ratio"])
+            med = ordered[len(rounds) // 2]  # of an even number, the upper
             trace_cost = statistics.median(r["trace_cost"] for r in rounds)
             out[key][med["wait"]] = {**med, "rounds": rounds, "median_trace_cost": trace_cost}
             rows.append([f"{samples} x {features}", med["wait"],
                          f"{med['plain_mpi4py_s'] * 1e3:.2f}", f"{med['mpicoded_s'] * 1e3:.2f}",
-                         f"{med['ratio']:.2f}x", f"{ratios[0]:.2f}-{ratios[-1]:.2f}x",
+                         f"{med['ratio']:.2f}x",
+                         f"{ordered[0]['ratio']:.2f}-{ordered[-1]['ratio']:.2f}x",
                          f"{trace_cost:.2f}x"])
     print(f"overhead: 20 workers, no injected delay, {args.iterations} iterations after "
           f"{WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "

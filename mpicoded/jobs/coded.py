@@ -243,8 +243,9 @@ class CodedGradient(Coded):
 
     def default_chunk_rows(self) -> int:
         """About a millisecond of compute a chunk, from the data's shape alone."""
-        width = _row_width(self.parts[0]) if self.parts else self.dim
-        return default_chunk_rows(width)
+        if not self.parts:  # remote blocks: only the width is known here
+            return default_chunk_rows(self.dim)
+        return default_chunk_rows(_row_width(self.parts[0]), max(_rows(p) for p in self.parts))
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.theta0(), "theta0")
@@ -318,7 +319,7 @@ class CodedMatVec(Coded):
         return float(coded), float(np.mean([nnz(b) for b in self.plain]))
 
     def default_chunk_rows(self) -> int:
-        return default_chunk_rows(_row_width(self.plain[0]))
+        return default_chunk_rows(_row_width(self.plain[0]), self.result_size)
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.start(), "start")

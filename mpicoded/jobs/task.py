@@ -23,9 +23,16 @@ Terms = tuple[tuple[int, float], ...]  # (block key, coefficient) pairs of one t
 CHUNK_ELEMENTS = 1_000_000  # matrix entries a chunk touches: about 1 ms of numpy at full speed
 
 
-def default_chunk_rows(columns: int) -> int:
-    """Rows a chunk of a ``columns``-wide block holds: about a millisecond of compute."""
-    return max(1, CHUNK_ELEMENTS // max(1, columns))
+def default_chunk_rows(columns: int, rows: int = 0) -> int:
+    """Rows a chunk of a ``columns``-wide block holds: about a millisecond of compute. Given
+    the block's ``rows``, the chunks cut it evenly, the nearest whole number of them (at most
+    1.5 times the nominal size): 10000 rows at 9900 a chunk are one chunk, not one and a
+    100-row remainder that costs a whole kernel call of its own."""
+    nominal = max(1, CHUNK_ELEMENTS // max(1, columns))
+    if rows <= 0:
+        return nominal
+    chunks = max(1, round(rows / nominal))
+    return -(-rows // chunks)
 
 
 @dataclass(frozen=True)

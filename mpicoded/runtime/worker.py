@@ -33,6 +33,7 @@ from .transport import (
     Backoff,
     Outbox,
     ProcessesFailed,
+    as_failure,
     blocking_mpi,
     failures_raised,
     receive,
@@ -246,10 +247,16 @@ class Worker:
     def run(self) -> None:
         """Serve iterations until STOP; then flush sends and acknowledge."""
         backoff = Backoff()
+        inbox = self.inbox
         while True:
-            msg = self.inbox.next_iteration()
+            try:  # nothing new: one probe, not the inbox's whole read (idle ranks poll at every
+                # turn they get on an oversubscribed core, and each poll's cost is the core's)
+                arrived = inbox.waiting or inbox.stopped or self.comm.Iprobe(source=MASTER)
+            except MPI.Exception as exc:
+                raise as_failure(self.comm, exc) from None
+            msg = inbox.next_iteration() if arrived else None
             if msg is None:
-                if self.inbox.finished:
+                if inbox.finished:
                     break
                 self.outbox.prune()
                 backoff.wait()

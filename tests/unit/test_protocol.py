@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mpicoded.runtime.protocol import (
     DROPPED,
@@ -73,3 +74,9 @@ def test_control_carries_counters():
     counters, trace = ack_fields(unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3),
                                                                    trace=[entry])))
     assert counters == (10, 7, 3) and np.array_equal(trace, [entry])
+
+
+def test_a_message_of_no_known_kind_is_refused_by_name():
+    with pytest.raises(ValueError, match="tag 99, which no message kind has"):
+        unpack(99, pack_control(worker=1, counters=(0, 0, 0)))
+    assert unpack(int(Tag.PURGE), pack_control(worker=1, counters=(0, 0, 0))).tag is Tag.PURGE

@@ -33,12 +33,15 @@ def _arrays(block: Any) -> tuple[Any, ...] | None:
     """The arrays of a block that can be cut in row chunks: an array or sparse matrix, or a
     tuple of them sharing their first dimension; None for anything else."""
     parts = block if isinstance(block, tuple) else (block,)
-    if not parts or not all((isinstance(p, np.ndarray) and p.ndim >= 1) or sp.issparse(p)
-                            for p in parts):
-        return None
-    if len({p.shape[0] for p in parts}) != 1:
-        return None
-    return parts
+    rows = -1  # a plain loop: this runs for every chunk a worker computes
+    for p in parts:
+        if not ((isinstance(p, np.ndarray) and p.ndim >= 1) or sp.issparse(p)):
+            return None
+        if rows < 0:
+            rows = p.shape[0]
+        elif p.shape[0] != rows:
+            return None
+    return parts if rows >= 0 else None
 
 
 def _rows(block: Any) -> int:

@@ -245,7 +245,7 @@ class CodedGradient(Coded):
         return self.parts[key]
 
     def default_chunk_rows(self) -> int:
-        """About a millisecond of compute a chunk, from the data's shape alone."""
+        """About 2 MB of data a chunk (CHUNK_ELEMENTS), from the data's shape alone."""
         if not self.parts:  # remote blocks: only the width is known here
             return default_chunk_rows(self.dim)
         return default_chunk_rows(_row_width(self.parts[0]), max(_rows(p) for p in self.parts))

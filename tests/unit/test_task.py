@@ -90,18 +90,17 @@ def test_default_chunk_is_fixed_by_the_shape():
     assert default_chunk_rows(100) == CHUNK_ELEMENTS // 100
     assert default_chunk_rows(10**9) == 1
     # a block of known rows is cut evenly, into the nearest whole number of nominal chunks
-    assert default_chunk_rows(101, 10000) == 10000  # 9900 nominal: one chunk, no 100-row rest
-    assert default_chunk_rows(101, 15000) == 7500
-    assert default_chunk_rows(100, 30000) == 10000
+    assert default_chunk_rows(101, 10000) == 2500  # 2475 nominal: four, no 100-row fifth
+    assert default_chunk_rows(101, 3000) == 3000  # 1.2 nominal chunks: one
     assert default_chunk_rows(100, 5) == 5
     job = job_for("logreg", "frc", {"stragglers": 1}, features=50)  # 997 rows, 6 partitions
-    assert job.default_chunk_rows() == 167  # a row of X (50) and of y: 19607 nominal, one chunk
+    assert job.default_chunk_rows() == 167  # a row of X (50) and of y: 4901 nominal, one chunk
     wide = job_for("logreg", "uncoded", {}, samples=60000, features=100)  # 10000 rows of 101
-    assert wide.default_chunk_rows() == 10000  # 9900 nominal
+    assert wide.default_chunk_rows() == 2500
     blocks, terms = wide.placement([0])
     theta = np.zeros(100)
     assert run_task(wide.kernel, blocks, terms[0], theta, wide.result_size,
-                    wide.default_chunk_rows())[2] == 1
+                    wide.default_chunk_rows())[2] == 4
 
 
 def test_placement_holds_each_partition_once():

@@ -120,9 +120,19 @@ class Worker:
             self.trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
                               for t in tasks)
 
+    def arrived(self) -> bool:
+        """Whether the master sent anything not read yet: one probe, cheaper than the inbox's
+        read; it runs between every two chunks and at every turn an idle worker gets."""
+        try:
+            return self.comm.Iprobe(source=MASTER)
+        except MPI.Exception as exc:
+            raise as_failure(self.comm, exc) from None
+
     def interrupted(self) -> bool:
         """Between chunks and delay slices: must the iteration under way be dropped?"""
-        return self.setup.purge and self.inbox.dropped()
+        inbox = self.inbox
+        return self.setup.purge and (inbox.current_dropped or
+                                     (self.arrived() and inbox.dropped()))
 
     def serve_delay(self, seconds: float) -> bool:
         """Sleep ``seconds`` in slices, polling; False if the iteration was dropped meanwhile.
@@ -249,12 +259,10 @@ class Worker:
         backoff = Backoff()
         inbox = self.inbox
         while True:
-            try:  # nothing new: one probe, not the inbox's whole read (idle ranks poll at every
-                # turn they get on an oversubscribed core, and each poll's cost is the core's)
-                arrived = inbox.waiting or inbox.stopped or self.comm.Iprobe(source=MASTER)
-            except MPI.Exception as exc:
-                raise as_failure(self.comm, exc) from None
-            msg = inbox.next_iteration() if arrived else None
+            # nothing new: one probe (idle ranks poll at every turn they get on an
+            # oversubscribed core, and each poll's cost is taken from the ranks computing)
+            msg = inbox.next_iteration() if (inbox.waiting or inbox.stopped or
+                                             self.arrived()) else None
             if msg is None:
                 if inbox.finished:
                     break

@@ -93,8 +93,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "job on; default 0")
     g.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                    help="rows computed between checks for a purge (a purge interrupts real "
-                   "compute within one chunk); default: about 2 MB of data (at most 1 ms of "
-                   "compute), from the data's shape; 0: whole tasks")
+                   "compute within one chunk); default: about 2 MB of dense data (a quarter to "
+                   "one millisecond of compute), from the data's shape; 0: whole tasks")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")

@@ -248,6 +248,8 @@ class CodedGradient(Coded):
         """About 2 MB of data a chunk (CHUNK_ELEMENTS), from the data's shape alone."""
         if not self.parts:  # remote blocks: only the width is known here
             return default_chunk_rows(self.dim)
+        if _arrays(self.parts[0]) is None:  # computed whole: chunks mean nothing
+            return default_chunk_rows(_row_width(self.parts[0]))
         return default_chunk_rows(_row_width(self.parts[0]), max(_rows(p) for p in self.parts))
 
     def theta0(self) -> np.ndarray:

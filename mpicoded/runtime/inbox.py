@@ -2,8 +2,9 @@
 
 A worker never starts stale work: before it starts an ITERATE it reads everything that arrived
 and keeps only the newest iteration that is not purged; superseded ITERATEs and their purges are
-dropped unread. While it computes it asks ``dropped()`` between chunks: true once the iteration
-under way is purged, superseded by a newer ITERATE, or ended by STOP. Without purging
+dropped unread. While it computes it asks ``dropped()`` between chunks (once a probe says a
+message came): true once the iteration under way is purged, superseded by a newer ITERATE, or
+ended by STOP. Without purging
 (``purge=False``, how public peers behave) every ITERATE is run in the order sent, stale or not,
 and STOP comes after all of them.
 """
@@ -80,6 +81,10 @@ class Inbox:
         if self.on_skip is not None:
             self.on_skip(msg, tasks)
 
+    def close_current(self) -> None:
+        """The iteration under way is over (its results sent, or dropped)."""
+        self.current, self.current_dropped = None, False
+
     def next_iteration(self) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
         ``finished`` tells whether there will never be one. An ITERATE of another epoch than
@@ -88,7 +93,7 @@ class Inbox:
         read now, and the ITERATE behind it, are of the new one."""
         self.read()
         epoch = self.epoch()
-        self.current, self.current_dropped = None, False
+        self.close_current()
         while self.waiting:
             msg = self.waiting.popleft()
             if msg.epoch == epoch:

@@ -117,6 +117,7 @@ class Master:
         self.comm, self.code, self.job, self.delay = comm, code, job, delay
         self.tolerance, self.purge = tolerance, purge
         self.loss_every, self.splitter = loss_every, splitter
+        self.default_chunks = chunk_rows is None  # then fitted to each code's partitions
         self.chunk_rows = job.default_chunk_rows() if chunk_rows is None else chunk_rows
         self.kill_at = kill_at or {}
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
@@ -427,6 +428,8 @@ class Master:
                                                         code.n_tasks, scale)
         totals, epoch = self.state.totals, self.state.epoch + 1
         self.code, self.job, self.ranks = code, job, live
+        if self.default_chunks:  # the survivors' partitions are new: cut them evenly too
+            self.chunk_rows = job.default_chunk_rows()
         self.state = MasterState(code, self.tolerance, purge=self.purge, epoch=epoch,
                                  totals=totals)
         self.recode_needed = False

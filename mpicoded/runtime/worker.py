@@ -277,6 +277,7 @@ class Worker:
             except Exception:  # carried back with our rank; the master decides what follows
                 with failures_raised(self.comm), blocking_mpi():
                     self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
+            inbox.close_current()  # idle now (what SIGUSR1's line says), until the next one
         self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,

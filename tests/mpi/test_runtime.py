@@ -267,3 +267,43 @@ def test_a_worker_gone_after_acknowledging_stop_is_no_failure():
     master.stopped.add(1)
     master.lose({1, 2})
     assert master.dead == {2} and master.state.totals["failed_workers"] == 1
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.timeout(60)
+def test_a_worker_probes_before_it_reads_and_obeys_what_came():
+    """Between chunks, and while idle, a worker probes before it reads its inbox: with nothing
+    come it is not interrupted; a PURGE of the iteration under way interrupts it; once dropped
+    it stays dropped without reading again, until the next iteration is asked for. On
+    COMM_SELF every rank is its own master."""
+    from mpicoded.delays import DelayModel
+    from mpicoded.runtime.master import worker_setup
+    from mpicoded.runtime.protocol import Tag, pack_control, pack_iterate
+    from mpicoded.runtime.worker import Worker
+
+    comm = MPI.COMM_SELF
+    sends = []
+
+    def send(buf, tag):
+        sends.append((comm.Isend([buf, MPI.DOUBLE], dest=0, tag=int(tag)), buf))
+
+    code = make_code("uncoded", 1)
+    job = coded(Ridge(), code)
+    setup = worker_setup(code, job, DelayModel(), 1, [0], True, None, 0, False, 0)
+    worker = Worker(comm, setup, job.job)
+    assert not worker.arrived() and not worker.interrupted()
+    send(pack_iterate(0, 0, job.theta0(), {0: (0,)}), Tag.ITERATE)
+    assert worker.arrived()
+    msg = worker.inbox.next_iteration()
+    assert msg is not None and msg.iteration == 0
+    assert not worker.arrived() and not worker.interrupted()
+    send(pack_control(job=0, iteration=0), Tag.PURGE)
+    assert worker.interrupted()
+    send(pack_control(job=0, iteration=0), Tag.PURGE)
+    assert worker.interrupted() and worker.arrived()  # dropped already: the new PURGE unread
+    worker.inbox.close_current()
+    assert worker.inbox.next_iteration() is None  # the late PURGE read now, nothing to run
+    assert not worker.arrived() and worker.inbox.current is None
+    for request, _ in sends:
+        request.Wait()
+    worker.outbox.drain()

@@ -315,6 +315,26 @@ def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: flo
     return Splitter(args.split, code.n_tasks, code.n_workers, declared, args.gamma)
 
 
+COST_WARNING_RATIO = 2.0  # a task costing more than this many partitions' work is flagged
+
+
+def cost_warning(job: Coded, code: Code) -> str | None:
+    """Why a run's tasks cost more than ``COST_WARNING_RATIO`` plain partitions, or None: a
+    job coded on its results computes every partition of a task's support, so a dense code
+    (mds over K partitions) makes every task compute K of them."""
+    facts = job.describe()
+    ratio = facts["task_cost_ratio"]
+    if ratio <= COST_WARNING_RATIO:
+        return None
+    return (f"under --code {code.name} a task of {job.name} costs {ratio:.3g}x a plain "
+            f"partition's compute ({facts['task_entries_max']:.0f} against "
+            f"{facts['partition_entries']:.0f} matrix entries): coded on its results, a task "
+            "computes every partition it sums. Codes whose tasks touch few partitions suit a "
+            "nonlinear job: uncoded --partitions K with --split adaptive, frc or gfrc with "
+            "--stragglers 1, ucmmc, cpgc, sparse --degree 2; a job linear in theta (linear = "
+            "True) is coded on its data instead")
+
+
 def tolerance_partitions(fraction: float, code: Code) -> int:
     """--tolerance FRACTION as a count of partitions, checked against the code's decoder."""
     if not 0.0 <= fraction < 1.0:

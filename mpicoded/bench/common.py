@@ -9,6 +9,7 @@ from pathlib import Path
 from ..launcher import run_mpi
 
 TIMEOUT_S = 600
+AGREE, DISAGREE = 0.10, 0.15  # MPI against the simulator: the goal, and where a bench fails
 
 
 def train_run(ranks: int, flags: list[str], records: bool = False,
@@ -41,3 +42,27 @@ def have_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def agreement(points: list[tuple[str, float, float]]) -> list[str]:
+    """Each (label, MPI, simulator) point's |MPI / sim - 1|, printed; the labels of those past
+    DISAGREE, for the bench to fail on (a design change must not silently break a figure)."""
+    rows, failed = [], []
+    for label, mpi, sim in points:
+        off = abs(mpi / sim - 1.0) if sim else float("inf")
+        verdict = "ok" if off <= AGREE else "FAIL" if off > DISAGREE else "outside 10%"
+        rows.append([label, f"{mpi:.4g}", f"{sim:.4g}", f"{mpi / sim if sim else 0:.3f}",
+                     verdict])
+        if off > DISAGREE:
+            failed.append(label)
+    print(f"MPI against the simulator over the same iterations (goal within {AGREE:.0%}, "
+          f"fails past {DISAGREE:.0%}):")
+    print(table(["point", "MPI", "simulator", "MPI/sim", ""], rows))
+    if failed:
+        print(f"DISAGREEMENT: {', '.join(failed)}")
+    return failed
+
+
+def float_list(text: str) -> list[float]:
+    """A comma-separated list of numbers (a bench flag)."""
+    return [float(v) for v in text.split(",") if v.strip()]

@@ -1,6 +1,6 @@
 """A user's job coded by a code: which data each task needs, how a worker computes it, and how
 the master turns a decoded target into the next iterate. ``coded(job, code)`` builds it on rank 0;
-``kernel_for(job)`` is the worker's side, built from the worker's own copy of the job.
+``kernel_for(job, data_coded)`` is the worker's side, built from the worker's own copy of the job.
 """
 
 from __future__ import annotations
@@ -74,13 +74,21 @@ def _defined_at(mro: tuple[type, ...], method: str) -> int:
     return next((i for i, cls in enumerate(mro) if method in vars(cls)), len(mro))
 
 
-def kernel_for(job: AnyJob) -> Kernel:
-    """How a worker computes a task of ``job``, row chunk by row chunk."""
+def _entries(block: Any) -> int:
+    """Matrix entries a block multiplies: rows x columns (non-zeros where sparse)."""
+    return _rows(block) * _row_width(block)
+
+
+def kernel_for(job: AnyJob, data_coded: bool = False) -> Kernel:
+    """How a worker computes a task of ``job``, row chunk by row chunk; ``data_coded``: a linear
+    gradient job whose tasks hold coded (A, b, c) blocks (``CodedLinear``)."""
     if isinstance(job, MatVecJob):
         return MATVEC_KERNEL
     if not isinstance(job, GradientJob):
         raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
                         "mpicoded.MatVecJob")
+    if data_coded:
+        return LINEAR_LOSS_KERNEL if overrides(job, "block_loss", GradientJob) else LINEAR_KERNEL
     chunked = bool(job.additive)
     name = job_name(job)
     with_loss = overrides(job, "block_loss", GradientJob)
@@ -124,6 +132,35 @@ def _matvec_accumulate(block: Block, x: np.ndarray, start: int, stop: int, coef:
 MATVEC_KERNEL = Kernel(rows=lambda block: int(block.shape[0]), accumulate=_matvec_accumulate)
 
 
+def _linear_accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
+                       out: np.ndarray) -> None:
+    """Rows [start, stop) of a coded linear block's A θ − b, times coef, into ``out``."""
+    A, b, _ = block
+    value = np.asarray(A[start:stop] @ theta).reshape(-1) - b[start:stop]
+    out[start:stop] += value if coef == 1.0 else coef * value
+
+
+def _linear_loss_accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
+                            out: np.ndarray) -> None:
+    """The same, and these rows' share of the block's loss ½ θᵀAθ − bᵀθ + c in the last entry
+    (c with the first rows): a linear gradient's loss is that quadratic, linear in (A, b, c)."""
+    A, b, c = block
+    value = np.asarray(A[start:stop] @ theta).reshape(-1) - b[start:stop]
+    loss = float(theta[start:stop] @ (0.5 * value - 0.5 * b[start:stop]))
+    if start == 0:
+        loss += c
+    out[start:stop] += value if coef == 1.0 else coef * value
+    out[-1] += coef * loss
+
+
+def _linear_rows(block: Block) -> int:
+    return int(block[0].shape[0])
+
+
+LINEAR_KERNEL = Kernel(rows=_linear_rows, accumulate=_linear_accumulate)
+LINEAR_LOSS_KERNEL = Kernel(rows=_linear_rows, accumulate=_linear_loss_accumulate)
+
+
 class Coded:
     """What the master needs of a coded job; subclasses say how blocks are made and decoded."""
 
@@ -136,10 +173,26 @@ class Coded:
     dim: int
     free_loss = False  # the loss is decoded with the results (``decoded_loss``)
     decoded_loss: float | None = None  # the loss at the theta the last update started from
+    data_coded = False  # B applied to the data (coded blocks), else to the results
+    kernel: Kernel
 
     def recoded(self, code: Code) -> Coded:
-        """The same job under another code (after workers died)."""
-        return type(self)(self.job, code)  # type: ignore[arg-type]
+        """The same job under another code (after workers died): coded on the side that is
+        cheaper under it."""
+        return coded(self.job, code)
+
+    def entries(self) -> tuple[np.ndarray, float]:  # pragma: no cover - abstract
+        """Matrix entries each task multiplies (rows x columns, non-zeros where sparse), and
+        what one plain partition's would: a task's real compute against a partition's."""
+        raise NotImplementedError
+
+    def cost_facts(self) -> dict[str, Any]:
+        """A task's real compute beside a plain partition's, for the banner and the record."""
+        task, partition = self.entries()
+        return {"coded_on": "data" if self.data_coded else "results",
+                "task_entries": float(task.mean()), "task_entries_max": float(task.max()),
+                "partition_entries": partition,
+                "task_cost_ratio": float(task.max()) / max(partition, 1.0)}
 
     def task_cost(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -197,7 +250,7 @@ class Coded:
 
     def describe(self) -> dict[str, Any]:
         """Facts about the coded data for the run record."""
-        return {}
+        return self.cost_facts()
 
 
 class CodedGradient(Coded):
@@ -232,6 +285,19 @@ class CodedGradient(Coded):
         """Work units of each task: computing over d partitions' data costs d."""
         return np.count_nonzero(self.code.B, axis=1).astype(np.float64)
 
+    @cached_property
+    def _partition_entries(self) -> np.ndarray:
+        """Each partition's entries (1 each where workers load their own: sizes unknown)."""
+        if not self.parts:
+            return np.ones(self.code.n_partitions)
+        return np.array([_entries(p) for p in self.parts], dtype=np.float64)
+
+    def entries(self) -> tuple[np.ndarray, float]:
+        """A task computes every partition of its support: their entries add up."""
+        sizes = self._partition_entries
+        task = np.array([sizes[np.flatnonzero(row)].sum() for row in self.code.B])
+        return task, float(sizes.mean())
+
     def terms(self, task: int) -> Terms:
         coef = self.code.B[task]
         return tuple((int(j), float(coef[j])) for j in np.flatnonzero(coef))
@@ -263,6 +329,108 @@ class CodedGradient(Coded):
             self.decoded_loss = float(self.job.combine_loss(theta, float(total[-1]), covered))
             total = total[:-1]
         return np.asarray(self.job.step(theta, total, covered), dtype=np.float64)
+
+
+class CodedLinear(CodedGradient):
+    """B applied to data for a gradient linear in θ: partition j's value is A_j θ − b_j
+    (``linear_form``), so task t holds (Σ_j B[t, j] A_j, Σ_j B[t, j] b_j) and computes one
+    product, whatever the code's density (papers 000 and 001). With ``block_loss`` the loss
+    rides along as c = Σ_j B[t, j] block_loss(partition j, 0): a linear gradient's loss is the
+    quadratic ½ θᵀAθ − bᵀθ + c, so it is coded on the data too."""
+
+    data_coded = True
+
+    def __init__(self, job: GradientJob, code: Code, forms: list[tuple[Any, np.ndarray, float]],
+                 parts: list[Any]) -> None:
+        Coded.__init__(self, job, code)
+        self.dim = int(job.dim)
+        self.free_loss = overrides(job, "block_loss", GradientJob)
+        self.result_size = self.dim + self.free_loss
+        self._remote = False
+        self._every = np.arange(code.n_partitions)
+        self._every.flags.writeable = False
+        self.parts = parts
+        self.forms = forms
+        self.kernel = kernel_for(job, data_coded=True)
+        self.coded: dict[int, Block] = {}
+
+    @classmethod
+    def forms_of(cls, job: GradientJob, parts: list[Any]) -> list[tuple[Any, np.ndarray, float]]:
+        """Each partition's (A_j, b_j, c_j), the first checked against ``compute`` (and
+        ``block_loss``) at a random θ: ValueError naming the job if it is not linear."""
+        name, dim = job_name(job), int(job.dim)
+        with_loss = overrides(job, "block_loss", GradientJob)
+        forms = []
+        for j, part in enumerate(parts):
+            form: Any = job.linear_form(part)
+            A = sp.csr_matrix(form[0]) if sp.issparse(form[0]) else np.asarray(form[0], float)
+            b = form[1]
+            b = np.asarray(b, dtype=np.float64).reshape(-1)
+            if A.shape != (dim, dim) or b.shape != (dim,):
+                raise ValueError(f"{name}.linear_form returned A of shape {A.shape} and b of "
+                                 f"shape {b.shape}; expected ({dim}, {dim}) and ({dim},)")
+            c = float(job.block_loss(part, np.zeros(dim))) if with_loss else 0.0
+            forms.append((A, b, c))
+            if j == 0:
+                cls._check(job, part, forms[0], with_loss)
+        return forms
+
+    @staticmethod
+    def _check(job: GradientJob, part: Any, form: tuple[Any, np.ndarray, float],
+               with_loss: bool) -> None:
+        name, (A, b, c) = job_name(job), form
+        theta = np.random.default_rng(0).standard_normal(int(job.dim))
+        want = np.asarray(job.compute(part, theta), dtype=np.float64).reshape(-1)
+        got = np.asarray(A @ theta).reshape(-1) - b
+        scale = np.linalg.norm(np.asarray(A @ np.abs(theta)).reshape(-1)) + np.linalg.norm(b)
+        if want.shape != got.shape or np.linalg.norm(want - got) > 1e-8 * max(scale, 1e-300):
+            raise ValueError(f"{name} declares linear = True, but compute(block, θ) is not "
+                             "linear_form's A θ − b (checked at a random θ); set linear = False "
+                             "or fix linear_form")
+        if with_loss:
+            quadratic = float(theta @ (0.5 * got - 0.5 * b)) + c
+            loss = float(job.block_loss(part, theta))
+            if abs(quadratic - loss) > 1e-8 * max(abs(loss), abs(c), 1.0):
+                raise ValueError(f"{name}.block_loss is not the loss whose gradient compute is: "
+                                 "a linear job's block loss must be ½ θᵀAθ − bᵀθ + block_loss("
+                                 "block, 0) (checked at a random θ)")
+
+    def task_cost(self) -> np.ndarray:
+        """A pre-coded block costs one unit, like one partition's."""
+        return np.ones(self.code.n_tasks)
+
+    def terms(self, task: int) -> Terms:
+        return ((int(task), 1.0),)
+
+    def block(self, key: int) -> Block:
+        """Task ``key``'s coded block: Σ_j B[key, j] (A_j, b_j, c_j) (sparse stays sparse)."""
+        if key not in self.coded:
+            coef = self.code.B[key]
+            support = np.flatnonzero(coef)
+            A: Any = sum(float(coef[j]) * self.forms[j][0] for j in support)
+            b = sum(float(coef[j]) * self.forms[j][1] for j in support)
+            c = sum(float(coef[j]) * self.forms[j][2] for j in support)
+            A = A.tocsr() if sp.issparse(A) else np.asarray(A, dtype=np.float64)
+            self.coded[key] = (A, np.asarray(b, dtype=np.float64), float(c))
+        return self.coded[key]
+
+    def local_block(self, key: int) -> Block:
+        return self.block(key)
+
+    def entries(self) -> tuple[np.ndarray, float]:
+        """A coded block's entries against a plain partition's form (A_j)."""
+        task = np.array([_form_entries(self.block(t)[0]) for t in range(self.code.n_tasks)],
+                        dtype=np.float64)
+        return task, float(np.mean([_form_entries(A) for A, _, _ in self.forms]))
+
+    def default_chunk_rows(self) -> int:
+        A = self.forms[0][0]
+        width = max(1, A.nnz // max(1, A.shape[0])) if sp.issparse(A) else A.shape[1]
+        return default_chunk_rows(width, A.shape[0])
+
+
+def _form_entries(A: Any) -> int:
+    return int(A.nnz) if sp.issparse(A) else int(A.size)
 
 
 class CodedMatVec(Coded):
@@ -315,13 +483,16 @@ class CodedMatVec(Coded):
         return self.coded[key]
 
     @cached_property
-    def nonzeros(self) -> tuple[float, float]:
-        """Mean non-zeros of a coded task's block, and of a plain partition's block (counted
-        once: the banner and the run record both show them)."""
+    def _nonzeros(self) -> tuple[np.ndarray, float]:
         def nnz(block: Any) -> int:
             return int(block.nnz) if self.sparse else int(np.count_nonzero(block))
-        coded = np.mean([nnz(self.block(t)) for t in range(self.code.n_tasks)])
-        return float(coded), float(np.mean([nnz(b) for b in self.plain]))
+        coded = np.array([nnz(self.block(t)) for t in range(self.code.n_tasks)], dtype=float)
+        return coded, float(np.mean([nnz(b) for b in self.plain]))
+
+    def entries(self) -> tuple[np.ndarray, float]:
+        """Non-zeros of each coded task's block, and the mean of a plain partition's (counted
+        once: the banner and the run record both show them)."""
+        return self._nonzeros
 
     def default_chunk_rows(self) -> int:
         return default_chunk_rows(_row_width(self.plain[0]), self.result_size)
@@ -335,9 +506,10 @@ class CodedMatVec(Coded):
         return np.asarray(self.job.step(theta, y), dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
-        coded, plain = self.nonzeros
+        coded, plain = self.entries()
         return {"matrix_shape": [self.m, self.dim], "sparse": self.sparse,
-                "matrix_nonzeros": self.nnz, "task_nonzeros": coded, "partition_nonzeros": plain}
+                "matrix_nonzeros": self.nnz, "task_nonzeros": float(coded.mean()),
+                "partition_nonzeros": plain, **self.cost_facts()}
 
 
 def coded(job: object, code: Code) -> Coded:
@@ -345,6 +517,13 @@ def coded(job: object, code: Code) -> Coded:
     if isinstance(job, MatVecJob):
         return CodedMatVec(job, code)
     if isinstance(job, GradientJob):
-        return CodedGradient(job, code)
+        results = CodedGradient(job, code)
+        if not job.linear or results.remote:
+            return results
+        forms = CodedLinear.forms_of(job, results.parts)
+        data = CodedLinear(job, code, forms, results.parts)
+        # data coding multiplies one coded block a task, results coding every partition of its
+        # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)
+        return data if data.entries()[0].mean() <= results.entries()[0].mean() else results
     raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
                     "mpicoded.MatVecJob")

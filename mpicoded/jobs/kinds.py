@@ -26,10 +26,19 @@ class GradientJob:
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
+
+    Which side B goes on follows linearity. A nonlinear ``compute`` is coded on its results: a
+    task over d partitions computes all d of them, so codes whose tasks touch few partitions
+    suit it. Set ``linear = True`` when ``compute(block, θ)`` is A θ − b for some matrix A and
+    vector b of the block (least squares, ridge): the job is then coded on its data, each task
+    holding Σ_j B[t, j] (A_j, b_j) and computing one product whatever the code's density, as
+    papers 000 and 001 model it (``linear_form`` gives (A, b); mpicoded keeps results coding
+    where that is cheaper, and for jobs whose workers load their own blocks).
     """
 
     dim: int
     additive: bool = True
+    linear: bool = False
 
     def blocks(self, k: int) -> Sequence[Any]:
         """The k data partitions (picklable), in order. Called on rank 0 only."""
@@ -48,6 +57,20 @@ class GradientJob:
         """The next theta from ``total``, the sum of ``compute`` over the partitions ``covered``
         (all k for an exact decode, fewer under a tolerance). Runs on rank 0."""
         raise NotImplementedError(f"{type(self).__name__} must define step(theta, total, covered)")
+
+    def linear_form(self, block: Any) -> tuple[Matrix, np.ndarray]:
+        """For a ``linear`` job: (A, b) with ``compute(block, θ) == A @ θ - b`` for every θ
+        (A dim x dim, numpy or scipy.sparse). Runs on rank 0 once a partition, at placement.
+        The default probes ``compute`` at 0 and at the dim unit vectors; override it where the
+        form is known (least squares: XᵀX and Xᵀy)."""
+        zero = np.zeros(self.dim)
+        b = -np.asarray(self.compute(block, zero), dtype=np.float64).reshape(-1)
+        A = np.empty((self.dim, self.dim))
+        for i in range(self.dim):
+            zero[i] = 1.0
+            A[:, i] = np.asarray(self.compute(block, zero), dtype=np.float64).reshape(-1) + b
+            zero[i] = 0.0
+        return A, b
 
     def loss(self, theta: np.ndarray) -> float | None:
         """The training loss at theta on rank 0, or None (not reported)."""

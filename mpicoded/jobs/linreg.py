@@ -1,4 +1,5 @@
-"""Linear least squares (a GradientJob): partition j's value is X_jᵀ(X_j θ − y_j)."""
+"""Linear least squares (a linear GradientJob): partition j's value is X_jᵀ(X_j θ − y_j) =
+W_j θ − X_jᵀy_j with W_j = X_jᵀX_j, so it is coded on its data (paper 001's model)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ class LinReg(SampleJob):
     """Linear regression by gradient descent; the step size is n / λ_max(XᵀX)."""
 
     name = "linreg"
+    linear = True
+
+    def linear_form(self, block: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(W_j, X_jᵀy_j): the partition's Gram matrix and right-hand side."""
+        X, y = block
+        return X.T @ X, X.T @ y
 
     def default_lr(self) -> float:
         X = self.data.X

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from .. import limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
-from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, options, plan_run
+from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, cost_warning, options, plan_run
 from ..record import Progress, recorded_iterations, run_record, save_output
 
 T = TypeVar("T")
@@ -248,9 +248,10 @@ def _banner(plan: Plan, n_workers: int) -> str:
     line = (f"[mpicoded] {title}: code {code.name} {settings} ({code.n_tasks} tasks), "
             f"{n_workers} workers, tolerance {plan.tolerance} partitions, delay {args.delay}")
     facts = plan.job.describe()
-    if "task_nonzeros" in facts:
-        line += (f"\n[mpicoded] non-zeros a coded task's block {facts['task_nonzeros']:.0f}, a "
-                 f"plain partition's {facts['partition_nonzeros']:.0f}")
+    what = "non-zeros" if "task_nonzeros" in facts else "matrix entries"
+    line += (f"\n[mpicoded] coded on its {facts['coded_on']}: a task multiplies "
+             f"{facts['task_entries']:.0f} {what} (mean; at most {facts['task_cost_ratio']:.2g}x "
+             f"a plain partition's {facts['partition_entries']:.0f})")
     return line
 
 
@@ -266,6 +267,9 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
     if not args.quiet:
         print(_banner(plan, n_workers), file=sys.stderr, flush=True)
+    warning = cost_warning(plan.job, plan.code)
+    if warning:
+        print(f"mpicoded: warning: {warning}", file=sys.stderr, flush=True)
     checkpoint = None
     if args.checkpoint:
         checkpoint = (args.checkpoint, args.checkpoint_every, plan.fingerprint)

@@ -84,7 +84,7 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                        result_size=job.result_size, delay=delay,
                        single_message=code.messages == "single", chunk_rows=chunk_rows,
                        purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch,
-                       trace=trace)
+                       trace=trace, data_coded=job.data_coded)
 
 
 def task_share(job: Coded, code: Code) -> float:

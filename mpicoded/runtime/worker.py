@@ -67,6 +67,7 @@ class WorkerSetup:
     remote: bool = False
     n_partitions: int = 0
     trace: bool = False  # send the master a trace entry for every task (--trace)
+    data_coded: bool = False  # blocks are coded (A, b, c) of a linear gradient job
 
 
 class Worker:
@@ -75,7 +76,7 @@ class Worker:
 
     def __init__(self, comm: MPI.Comm, setup: WorkerSetup, job: AnyJob) -> None:
         self.comm, self.setup, self.job = comm, setup, job
-        self.kernel = kernel_for(job)
+        self.kernel = kernel_for(job, setup.data_coded)
         self.outbox = Outbox(comm)
         self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
@@ -238,6 +239,8 @@ class Worker:
             setup.blocks = {**self.setup.blocks, **setup.blocks}
             setup.terms = {**self.setup.terms, **setup.terms}
             setup.task_cost = {**self.setup.task_cost, **setup.task_cost}
+        elif setup.data_coded != self.setup.data_coded:  # a re-code chose the other side
+            self.kernel = kernel_for(self.job, setup.data_coded)
         self.setup = setup
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],

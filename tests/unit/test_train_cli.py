@@ -55,7 +55,7 @@ def test_slow_workers_are_ranks():
 @pytest.mark.parametrize(("argv", "n", "message"), [
     ([], 0, "needs at least 2 MPI ranks"),
     (["--code", "uncoded", "--stragglers", "2"], 4,
-     "--stragglers does not apply to --code uncoded; it takes --target"),
+     "--stragglers does not apply to --code uncoded; it takes --partitions, --target"),
     (["--target", "each"], 4, "--target does not apply to --code frc; it takes --stragglers"),
     (["--code", "cpgc", "--load", "9"], 4, r"load=9 is out of range: allowed in \[1, 4\]"),
     (["--code", "cyclic", "--tolerance", "0.5"], 4, "allowed tolerance 0"),

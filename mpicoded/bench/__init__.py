@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="paper000: jobs a simulated stream; default 100")
     p.add_argument("--mpi-partitions", type=int, default=100,
                    help="paper000: the K run on MPI (0: none); default 100")
-    p.add_argument("--time-scale", type=float, default=0.05,
+    p.add_argument("--time-scale", type=float, default=0.1,
                    help="paper000: seconds per model time unit on MPI (smaller runs faster, "
-                   "but the runtime's own overhead then weighs more); default 0.05")
+                   "but the runtime's own overhead then weighs more); default 0.1")
     p.add_argument("--task-time", type=float, default=0.02,
                    help="purge: seconds per unit of work; default 0.02")
     p.add_argument("--samples", type=int, default=600000,

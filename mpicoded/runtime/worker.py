@@ -135,13 +135,13 @@ class Worker:
         return self.setup.purge and (inbox.current_dropped or
                                      (self.arrived() and inbox.dropped()))
 
-    def serve_delay(self, seconds: float) -> bool:
-        """Sleep ``seconds`` in slices, polling; False if the iteration was dropped meanwhile.
+    def serve_delay(self, end: float) -> bool:
+        """Sleep until ``end`` (time.monotonic) in slices, polling; False if the iteration was
+        dropped meanwhile.
 
         Without purging (``--no-purge``, how public peers behave) the worker sleeps it out and
         finishes every task it was given, however stale.
         """
-        end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(SLICE_S, left))
             self.outbox.prune()  # lets large sends already posted make progress
@@ -161,9 +161,14 @@ class Worker:
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
         delay = setup.delay
+        # where the injected delays have brought this iteration: each task's delay ends its real
+        # compute time plus its delay after the previous one's due time, so the lateness of a
+        # sleep's wake-up (a millisecond on a loaded node) is not carried from task to task
+        due = time.monotonic()
         if delay.sleeps:
             shift = float(delay.iteration_shifts(np.array([setup.worker]))[0])
-            if shift and not self.serve_delay(delay.seconds(shift)):
+            due += delay.seconds(shift)
+            if shift and not self.serve_delay(due):
                 self.dropped += len(tasks)  # purged before the first task began
                 self.trace_skipped(msg, tasks)
                 return
@@ -172,6 +177,7 @@ class Worker:
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
             began = time.perf_counter() if trace is not None else 0.0
+            computing = time.monotonic()
             if i and self.interrupted():  # between tasks, as between chunks
                 value, fraction, chunks = None, 0.0, 0
             else:
@@ -183,10 +189,13 @@ class Worker:
             dropped = value is None
             if not dropped:
                 self.computed += 1
-                model_time = 0.0 if not delay.sleeps else delay.task_delay(
-                    setup.worker, msg.job, msg.iteration, i, setup.task_cost[task])
+                model_time = 0.0
+                if delay.sleeps:
+                    model_time = delay.task_delay(setup.worker, msg.job, msg.iteration, i,
+                                                  setup.task_cost[task])
+                    due += time.monotonic() - computing + delay.seconds(model_time)
                 if model_time > 0:  # cut in an injected, memoryless delay: none of it is done
-                    dropped = not self.serve_delay(delay.seconds(model_time))
+                    dropped = not self.serve_delay(due)
                     fraction = 0.0
                 elif setup.report_progress and self.interrupted():
                     dropped = True  # done after the decode: a slow CPU's sample for the split

@@ -101,3 +101,39 @@ def test_overhead_bench_alternates_rounds(tmp_path):
     assert result["median_trace_cost"] == pytest.approx(
         (rounds[0]["trace_cost"] + rounds[1]["trace_cost"]) / 2)
     assert "2000 x 10" in done.stdout and "ratio range" in done.stdout
+
+
+def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):
+    """Paper 001's schemes on 21 ranks, 15 iterations, tolerances 0 and 5%: each MPI mean is
+    within 15% of the simulator's over the same iterations (linreg coded on its data: an MCC
+    or CPGC task multiplies one block, as the paper models it), and CPGC beats MCC."""
+    summary = tmp_path / "p001.json"
+    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "paper001", "--iterations",
+                           "15", "--tolerances", "0,0.05", "--sim-iterations", "200", "--seed",
+                           "3", "--out", str(tmp_path), "--json", str(summary)],
+                          capture_output=True, text=True, timeout=900, env=mpi_env())
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    result = json.loads(summary.read_text())
+    assert result["failed"] == [] and result["worst_mpi_sim_disagreement"] <= 0.15
+    assert result["cpgc_over_mcc_at_5pct"] < 0.95
+    raw = json.loads((tmp_path / "paper001.json").read_text())["results"]
+    assert {s: [r["tolerance"] for r in rows] for s, rows in raw.items()} == {
+        "ucmmc": [0.0, 0.05], "cpgc": [0.0, 0.05], "mcc": [0.0, 0.05]}
+    assert "MPI against the simulator" in done.stdout
+
+
+def test_paper000_on_mpi_agrees_with_the_simulator(tmp_path):
+    """Paper 000's stream on 21 ranks with K = 100 (mds, Ω = 1.1) and 4 jobs: the in-order
+    delay of every split within 15% of the simulator's over the same jobs."""
+    summary = tmp_path / "p000.json"
+    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "paper000", "--jobs", "4",
+                           "--redundancies", "1.1", "--sim-jobs", "20", "--out", str(tmp_path),
+                           "--json", str(summary)],
+                          capture_output=True, text=True, timeout=900, env=mpi_env())
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    result = json.loads(summary.read_text())
+    assert result["failed"] == [] and set(result["mpi"]) == {"100/1.1"}
+    mpi, sim = result["mpi"]["100/1.1"], result["simulator_same_jobs"]["100/1.1"]
+    for split in ("uniform", "optimal", "adaptive"):
+        assert abs(mpi[split] / sim[split] - 1) <= 0.15, (split, mpi, sim)
+    assert mpi["optimal"] < mpi["uniform"] / 2  # the optimal split's point, on MPI

@@ -163,15 +163,24 @@ def test_compute_bound_straggler_is_purged_mid_task(tmp_path):
 
 
 def test_adaptive_split_learns_a_compute_bound_straggler(tmp_path):
-    """No sleep anywhere: rank 2 really computes 20x. The adaptive split, from measured task
-    times and the fraction of purged tasks done, moves load off it; the run still learns."""
-    _, run, _ = trained(tmp_path, 7, "--code", "mds", "--partitions", "12", "--redundancy",
-                        "1.25", "--split", "adaptive", "--delay", "compute", "--slow-workers",
-                        "2", "--slow-factor", "20", "--samples", "60000", "--features", "50",
-                        "--iterations", "25", "--loss-every", "0", "--quiet")
+    """No sleep anywhere: rank 2 really computes 20x. logreg is coded on its results, so the
+    split deals 12 one-partition tasks (uncoded, K = 12 > 6 workers), not dense mds tasks that
+    would each compute the whole data set; from measured task times it moves load off rank 2."""
+    iterations, run, _ = trained(tmp_path, 7, "--code", "uncoded", "--partitions", "12",
+                                 "--split", "adaptive", "--delay", "compute", "--slow-workers",
+                                 "2", "--slow-factor", "20", "--samples", "240000",
+                                 "--features", "50", "--iterations", "25", "--loss-every", "0",
+                                 "--quiet")
     loads = run["final_loads"]
-    assert sum(loads) == 15 and loads[1] <= 1, loads  # worker 1 is rank 2; uniform gives 2-3
+    assert sum(loads) == 12 and loads[1] <= 1, loads  # worker 1 is rank 2; uniform gives 2
     assert loads[1] == min(loads), loads
+    assert run["job"]["coded_on"] == "results" and run["job"]["task_cost_ratio"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    last = [r for r in rows if r["record"] == "task" and r["iteration"] >= 20]
+    assert run["code"]["n_tasks"] == run["code"]["n_partitions"] == 12  # a partition a task
+    assert {r["task"] for r in last} == set(range(12))
+    ran = [sum(r["worker"] == w for r in last) for w in range(6)]  # tasks in 5 iterations
+    assert ran[1] <= 5 and ran[1] < np.mean(ran[:1] + ran[2:]), ran
     assert run["final_loss"] < run["initial_loss"]
 
 

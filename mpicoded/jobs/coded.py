@@ -259,7 +259,8 @@ class CodedGradient(Coded):
 
     job: GradientJob
 
-    def __init__(self, job: GradientJob, code: Code) -> None:
+    def __init__(self, job: GradientJob, code: Code, parts: list[Any] | None = None) -> None:
+        """``parts``: the job's blocks(k) already read (else read here)."""
         super().__init__(job, code)
         k = code.n_partitions
         self.dim = int(job.dim)
@@ -272,7 +273,7 @@ class CodedGradient(Coded):
             raise ValueError(f"{self.name} defines neither blocks(k) nor load_block(j, k)")
         self.parts: list[Any] = []
         if not self._remote:
-            self.parts = list(job.blocks(k))
+            self.parts = list(job.blocks(k)) if parts is None else parts
             if len(self.parts) != k:
                 raise ValueError(f"{self.name}.blocks({k}) returned {len(self.parts)} blocks; "
                                  f"expected {k}")
@@ -340,17 +341,12 @@ class CodedLinear(CodedGradient):
 
     data_coded = True
 
-    def __init__(self, job: GradientJob, code: Code, forms: list[tuple[Any, np.ndarray, float]],
-                 parts: list[Any]) -> None:
-        Coded.__init__(self, job, code)
-        self.dim = int(job.dim)
-        self.free_loss = overrides(job, "block_loss", GradientJob)
-        self.result_size = self.dim + self.free_loss
-        self._remote = False
-        self._every = np.arange(code.n_partitions)
-        self._every.flags.writeable = False
-        self.parts = parts
-        self.forms = forms
+    def __init__(self, job: GradientJob, code: Code, parts: list[Any] | None = None) -> None:
+        super().__init__(job, code, parts)
+        if self.remote:
+            raise ValueError(f"{self.name} loads its own blocks on the workers: it can only be "
+                             "coded on its results (data coding combines partitions on rank 0)")
+        self.forms = self.forms_of(job, self.parts)
         self.kernel = kernel_for(job, data_coded=True)
         self.coded: dict[int, Block] = {}
 
@@ -520,8 +516,7 @@ def coded(job: object, code: Code) -> Coded:
         results = CodedGradient(job, code)
         if not job.linear or results.remote:
             return results
-        forms = CodedLinear.forms_of(job, results.parts)
-        data = CodedLinear(job, code, forms, results.parts)
+        data = CodedLinear(job, code, results.parts)
         # data coding multiplies one coded block a task, results coding every partition of its
         # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)
         return data if data.entries()[0].mean() <= results.entries()[0].mean() else results

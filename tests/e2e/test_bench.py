@@ -47,7 +47,7 @@ def test_real_stragglers_bench_runs(tmp_path):
     result = json.loads((tmp_path / "real-stragglers.json").read_text())
     assert set(result["small"]) == {"uncoded", "frc", "gfrc", "cpgc 5%", "frc, whole tasks",
                                     "frc, no purge"}
-    assert set(result["large"]) == set(result["no_spare"]) == {"mds uniform", "mds adaptive"}
+    assert set(result["large"]) == set(result["no_spare"]) == {"uniform", "adaptive"}
     assert all(run["job_done_s"] <= run["makespan_s"]
                for runs in (result["small"], result["large"], result["no_spare"])
                for run in runs.values())

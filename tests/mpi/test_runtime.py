@@ -105,6 +105,37 @@ def test_a_users_job_equals_serial_descent_with_stragglers_purged():
     assert result.record["final_loss"] == result.losses[-1]
 
 
+class LinearRidge(Ridge):
+    """The user's ridge job declared linear: coded on its data, its form probed from compute."""
+
+    linear = True
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", [lambda: LinReg(samples=600, features=6, seed=2), LinearRidge])
+def test_a_linear_job_is_coded_on_its_data_and_equals_serial_descent(make):
+    """Every mds task is one pre-combined block (one unit of injected delay); with a 50x slow
+    worker purged, theta is plain serial descent on all the data within 1e-9."""
+    result = mpicoded.run(make(), code="mds", stragglers=1, delay="persistent", task_time=0.002,
+                          slow_workers=[2], slow_factor=50, iterations=10, quiet=True)
+    if result is None:
+        return
+    job = make()
+    facts = result.record["job"]
+    assert facts["coded_on"] == "data" and facts["task_cost_ratio"] == 1.0
+    if isinstance(job, LinReg):
+        X, y, lr = job.data.X, job.data.y, job.step_size
+        theta = np.zeros(6)
+        for _ in range(10):
+            theta = theta - lr * X.T @ (X @ theta - y) / len(y)
+        assert result.losses[-1] == pytest.approx(job.loss(result.theta), rel=1e-12)
+    else:
+        theta = serial(job, 10)
+    assert np.linalg.norm(result.theta - theta) <= 1e-9 * np.linalg.norm(theta)
+    assert result.totals["purged_tasks"] >= 10  # the slow worker, every iteration
+
+
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_workers_that_load_their_own_blocks_get_no_data_from_the_master():

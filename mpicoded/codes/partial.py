@@ -1,0 +1,142 @@
+"""Partial work: a binary code re-cut into pieces (partition, row range), so a straggler's
+finished rows count and its replicas cover the rest from their side (pure numpy, no MPI).
+
+A job coded on its results whose value is a sum over rows (an additive gradient) can be
+decoded from pieces: partition j's rows are cut on a chunk grid, each piece (j, chunk) is
+computed once by any holder of j, and the target is the sum of every piece exactly once. The
+holders of j (the workers whose tasks include j) split its pieces into equal primary shares;
+each worker runs its primary shares first (with no straggler every row is computed about
+once, as uncoded), then its backup of every co-holder's share, from that share's far end, so a
+slow holder ascending and its backups descending meet instead of repeating each other. The
+master dedupes pieces that two workers finished, decodes as soon as every piece is in and
+purges the rest. ``partial_code`` returns an ordinary Code whose tasks are the pieces: the
+master's state machine and the simulator drive it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._base import Code, Decoder, check_int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, stop) of partition ``partition``."""
+
+    partition: int
+    start: int
+    stop: int
+
+
+class PieceDecoder(Decoder):
+    """Ready once every piece of all but ``tolerance`` partitions is in; ``sum`` adds each piece
+    once, ``each`` adds them per partition. A piece received twice is counted once."""
+
+    def __init__(self, code: Code, tolerance: int = 0) -> None:
+        super().__init__(code, tolerance)
+        pieces: Sequence[Piece] = code.params["pieces"]
+        self._left = np.bincount([p.partition for p in pieces], minlength=code.n_partitions)
+        self._incomplete = int(np.count_nonzero(self._left))
+
+    def _update(self, task: int) -> bool:
+        j = self.code.params["pieces"][task].partition
+        self._left[j] -= 1
+        if self._left[j] == 0:
+            self._incomplete -= 1
+        return self._incomplete <= self.tolerance
+
+    @property
+    def missing_partitions(self) -> np.ndarray:
+        return np.flatnonzero(self._left)
+
+    def _result(self) -> np.ndarray:
+        pieces: Sequence[Piece] = self.code.params["pieces"]
+        complete = self._left == 0
+        used = [t for t in self.tasks if complete[pieces[t].partition]]
+        if self.code.target == "sum":
+            return np.sum([self.value(t) for t in used], axis=0)
+        size = self.value(self.tasks[0]).shape
+        out = np.full((self.code.n_partitions, *size), np.nan)
+        out[complete] = 0.0
+        for t in used:
+            out[pieces[t].partition] += self.value(t)
+        return out
+
+    @property
+    def used(self) -> set[int]:
+        pieces: Sequence[Piece] = self.code.params["pieces"]
+        return {t for t in self.tasks if self._left[pieces[t].partition] == 0}
+
+
+def holders(code: Code) -> list[list[int]]:
+    """holders[j]: the workers whose tasks include partition j, in worker order."""
+    held: list[list[int]] = [[] for _ in range(code.n_partitions)]
+    for w, tasks in enumerate(code.schedule):
+        for j in sorted({int(j) for t in tasks for j in code.supports[t]}):
+            held[j].append(w)
+    return held
+
+
+def _shares(n: int, parts: int) -> list[range]:
+    """``range(n)`` in ``parts`` contiguous runs whose lengths differ by at most one."""
+    edges = [round(i * n / parts) for i in range(parts + 1)]
+    return [range(edges[i], edges[i + 1]) for i in range(parts)]
+
+
+def _balanced(n: int, loads: list[int]) -> list[range]:
+    """``range(n)`` in contiguous runs, one a holder, lengths within one, the longer ones going
+    to the holders whose ``loads`` (primary pieces so far) are least."""
+    base, extra = divmod(n, len(loads))
+    longer = set(sorted(range(len(loads)), key=lambda i: (loads[i], i))[:extra])
+    sizes = [base + (i in longer) for i in range(len(loads))]
+    edges = np.concatenate([[0], np.cumsum(sizes)])
+    return [range(int(edges[i]), int(edges[i + 1])) for i in range(len(loads))]
+
+
+def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
+    """``code`` re-cut into pieces of at most ``chunk_rows`` rows of partitions of ``rows``
+    rows; ValueError if ``code`` is not binary (a piece of a task with real coefficients has
+    no meaning) or a partition has no holder."""
+    if not np.isin(code.B, (0.0, 1.0)).all():
+        raise ValueError(f"partial work needs a binary code (tasks that sum partitions); "
+                         f"{code.name} has other coefficients: use frc, gfrc, uncoded, ucmmc or "
+                         "cpgc")
+    if len(rows) != code.n_partitions:
+        raise ValueError(f"{len(rows)} partition sizes for {code.n_partitions} partitions")
+    chunk_rows = check_int("chunk_rows", chunk_rows, 1)
+    held = holders(code)
+    orphan = [j for j, h in enumerate(held) if not h]
+    if orphan:
+        raise ValueError(f"{code.name}: partition {orphan[0]} is in no worker's tasks")
+    pieces: list[Piece] = []
+    first: list[int] = []  # id of partition j's first piece
+    for j, n in enumerate(rows):
+        n = check_int(f"rows[{j}]", int(n), 1)
+        first.append(len(pieces))
+        for start in range(0, n, chunk_rows):
+            pieces.append(Piece(j, start, min(n, start + chunk_rows)))
+    counts = [first[j + 1] - first[j] for j in range(len(rows) - 1)] + [len(pieces) - first[-1]]
+    primary: list[list[int]] = [[] for _ in range(code.n_workers)]
+    backup: list[list[int]] = [[] for _ in range(code.n_workers)]  # its part of others' shares
+    rest: list[list[int]] = [[] for _ in range(code.n_workers)]  # then the rest of them
+    for j, hs in enumerate(held):
+        shares = _balanced(counts[j], [len(primary[w]) for w in hs])
+        for i, owner in enumerate(hs):
+            share = [first[j] + c for c in shares[i]]
+            primary[owner].extend(share)  # ascending: its backups come from the other end
+            others = hs[:i] + hs[i + 1:]
+            for k, helper in enumerate(others):
+                part = _shares(len(share), len(others))[k]
+                backup[helper].extend(share[c] for c in reversed(part))
+                rest[helper].extend(share[c] for c in reversed(range(len(share)))
+                                    if c not in part)
+    schedule = tuple(tuple(primary[w] + backup[w] + rest[w]) for w in range(code.n_workers))
+    B = np.zeros((len(pieces), code.n_partitions))
+    B[np.arange(len(pieces)), [p.partition for p in pieces]] = 1.0
+    params = {**code.params, "pieces": tuple(pieces), "primary": tuple(len(p) for p in primary),
+              "of": code.name}
+    return Code(f"{code.name} partial", B, schedule, code.target, PieceDecoder, params)

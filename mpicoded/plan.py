@@ -24,6 +24,7 @@ from .codes import Code, available_codes, code_parameters, make_code
 from .dashboard import missing_extra
 from .delays import DELAY_MODELS, DelayModel, load_profile
 from .jobs import Coded, MatVecJob, coded
+from .jobs.coded import CodedGradient
 from .stream import poisson_arrivals
 
 
@@ -95,6 +96,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="rows computed between checks for a purge (a purge interrupts real "
                    "compute within one chunk); default: about 2 MB of dense data (a quarter to "
                    "one millisecond of compute), from the data's shape; 0: whole tasks")
+    g.add_argument("--partial", choices=("on", "off"), default="off",
+                   help="partial work (a gradient job coded on its results, under a code that "
+                   "sums partitions: uncoded, frc, gfrc, ucmmc, cpgc): workers compute row ranges "
+                   "of the partitions they hold, each holder its own share first, and send them "
+                   "as they are done, so a straggler's finished rows count and its replicas "
+                   "cover the rest; every row is counted once; default off")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -399,8 +406,15 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
         # a kill planned before the resume point happened in the first run: not again
         kill_at = {rank: at for rank, at in kill_at.items()
                    if at >= (resume.job, resume.iteration)}
+    if args.partial == "on" and splitter is not None:
+        raise UsageError("--partial on runs the code's own placement: it takes no --split")
     try:
         job = coded(user_job, code)  # reads the data: after every cheap check
+        if args.partial == "on":
+            if not isinstance(job, CodedGradient):
+                raise UsageError(f"--partial on is for gradient jobs; {job.name} is a "
+                                 "matrix-vector job")
+            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     metrics = None  # opened last: a refused run leaves an old metrics file as it was

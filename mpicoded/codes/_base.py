@@ -59,6 +59,11 @@ class Decoder:
         return self.ready
 
     @property
+    def seen(self) -> set[int]:
+        """The task ids received so far (read-only: the decoder's own set)."""
+        return self._seen
+
+    @property
     def used(self) -> set[int]:
         """The tasks whose results the decoded value combines (so far, before it is ready)."""
         return set(self.tasks)

@@ -1,16 +1,16 @@
 """Partial work: a binary code re-cut into pieces (partition, row range), so a straggler's
-finished rows count and its replicas cover the rest from their side (pure numpy, no MPI).
+finished rows count and the other holders of its partitions take over the rest (pure numpy).
 
 A job coded on its results whose value is a sum over rows (an additive gradient) can be
 decoded from pieces: partition j's rows are cut on a chunk grid, each piece (j, chunk) is
-computed once by any holder of j, and the target is the sum of every piece exactly once. The
-holders of j (the workers whose tasks include j) split its pieces into equal primary shares;
-each worker runs its primary shares first (with no straggler every row is computed about
-once, as uncoded), then its backup of every co-holder's share, from that share's far end, so a
-slow holder ascending and its backups descending meet instead of repeating each other. The
-master dedupes pieces that two workers finished, decodes as soon as every piece is in and
-purges the rest. ``partial_code`` returns an ordinary Code whose tasks are the pieces: the
-master's state machine and the simulator drive it unchanged.
+computed by some holder of j (a worker whose tasks include j), and the target is the sum of
+every piece exactly once. The holders of j split its pieces into equal primary shares, which
+are the workers' task lists: with no straggler every row is computed once, as uncoded, however
+many replicas the code keeps. A worker done with its share takes the far half of the largest
+share still owed among the partitions it holds (the master's state machine decides, see
+``MasterState``), so a slow holder ascending and its helper descending meet in the middle.
+``partial_code`` returns an ordinary Code whose tasks are the pieces: the state machine and the
+simulator drive it like any other.
 """
 
 from __future__ import annotations
@@ -81,12 +81,6 @@ def holders(code: Code) -> list[list[int]]:
     return held
 
 
-def _shares(n: int, parts: int) -> list[range]:
-    """``range(n)`` in ``parts`` contiguous runs whose lengths differ by at most one."""
-    edges = [round(i * n / parts) for i in range(parts + 1)]
-    return [range(edges[i], edges[i + 1]) for i in range(parts)]
-
-
 def _balanced(n: int, loads: list[int]) -> list[range]:
     """``range(n)`` in contiguous runs, one a holder, lengths within one, the longer ones going
     to the holders whose ``loads`` (primary pieces so far) are least."""
@@ -121,22 +115,21 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
             pieces.append(Piece(j, start, min(n, start + chunk_rows)))
     counts = [first[j + 1] - first[j] for j in range(len(rows) - 1)] + [len(pieces) - first[-1]]
     primary: list[list[int]] = [[] for _ in range(code.n_workers)]
-    backup: list[list[int]] = [[] for _ in range(code.n_workers)]  # its part of others' shares
-    rest: list[list[int]] = [[] for _ in range(code.n_workers)]  # then the rest of them
     for j, hs in enumerate(held):
         shares = _balanced(counts[j], [len(primary[w]) for w in hs])
         for i, owner in enumerate(hs):
-            share = [first[j] + c for c in shares[i]]
-            primary[owner].extend(share)  # ascending: its backups come from the other end
-            others = hs[:i] + hs[i + 1:]
-            for k, helper in enumerate(others):
-                part = _shares(len(share), len(others))[k]
-                backup[helper].extend(share[c] for c in reversed(part))
-                rest[helper].extend(share[c] for c in reversed(range(len(share)))
-                                    if c not in part)
-    schedule = tuple(tuple(primary[w] + backup[w] + rest[w]) for w in range(code.n_workers))
+            primary[owner].extend(first[j] + c for c in shares[i])  # ascending
     B = np.zeros((len(pieces), code.n_partitions))
     B[np.arange(len(pieces)), [p.partition for p in pieces]] = 1.0
-    params = {**code.params, "pieces": tuple(pieces), "primary": tuple(len(p) for p in primary),
-              "of": code.name}
-    return Code(f"{code.name} partial", B, schedule, code.target, PieceDecoder, params)
+    holds = tuple(frozenset(j for j, hs in enumerate(held) if w in hs)
+                  for w in range(code.n_workers))
+    params = {**code.params, "pieces": tuple(pieces), "holds": holds, "of": code.name}
+    return Code(f"{code.name} partial", B, tuple(map(tuple, primary)), code.target,
+                PieceDecoder, params)
+
+
+def piece_cost(code: Code) -> np.ndarray:
+    """Each piece's units of injected delay: its rows over a partition's mean rows (a
+    partition's work is one unit, as a task over one partition costs one)."""
+    rows = np.array([p.stop - p.start for p in code.params["pieces"]], dtype=np.float64)
+    return rows / (rows.sum() / code.n_partitions)

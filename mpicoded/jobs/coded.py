@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..codes import Code
+from ..codes.partial import partial_code
 from .kinds import AnyJob, GradientJob, MatVecJob, overrides
 from .task import Block, Kernel, Terms, default_chunk_rows, run_task
 
@@ -302,6 +303,20 @@ class CodedGradient(Coded):
     def terms(self, task: int) -> Terms:
         coef = self.code.B[task]
         return tuple((int(j), float(coef[j])) for j in np.flatnonzero(coef))
+
+    def pieces(self, chunk_rows: int) -> Code:
+        """The code re-cut into pieces of ``chunk_rows`` rows (``partial_code``): partial work
+        for a job whose value sums over rows; ValueError where that has no meaning."""
+        if self.data_coded or not self.job.additive:
+            why = "it is coded on its data" if self.data_coded else "its compute is no sum " \
+                "over rows (additive = False)"
+            raise ValueError(f"--partial on: {self.name} cannot be computed in pieces: {why}")
+        if self.remote or any(_arrays(p) is None for p in self.parts):
+            raise ValueError(f"--partial on: {self.name}'s blocks must be arrays (or tuples of "
+                             "them) held by rank 0, to be cut in row ranges")
+        if chunk_rows < 1:
+            raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
+        return partial_code(self.code, [_rows(p) for p in self.parts], chunk_rows)
 
     def block(self, key: int) -> Block:
         return self.parts[key]

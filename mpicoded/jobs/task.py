@@ -82,6 +82,17 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     return out, 1.0, chunks
 
 
+def run_piece(kernel: Kernel, block: Block, start: int, stop: int, theta: np.ndarray,
+              size: int, repeat: float = 1.0) -> np.ndarray:
+    """Rows [start, stop) of one block's value (a piece of partial work), computed whole;
+    ``repeat`` as in ``run_task``."""
+    out = np.zeros(size)
+    kernel.accumulate(block, theta, start, stop, 1.0, out)
+    if repeat > 1:
+        _Burn(kernel, size, repeat - 1.0)(block, theta, start, stop, 1.0)
+    return out
+
+
 class _Burn:
     """Computes rows ``extra`` more times into a scratch buffer: whole repeats of every chunk,
     and the fractional part as rows carried over from chunk to chunk (so 1.5 is 1.5 even with

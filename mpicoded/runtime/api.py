@@ -278,7 +278,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
                     iteration_timeout=args.iteration_timeout,
                     on_iteration=progress, on_job=progress.job_done,
-                    log=None if plan.metrics is None else plan.metrics.write, trace=args.trace)
+                    log=None if plan.metrics is None else plan.metrics.write, trace=args.trace,
+                    partial=args.partial == "on")
     global _serving
     _serving = master
     if adopt is None:

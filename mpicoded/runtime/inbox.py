@@ -7,6 +7,10 @@ message came): true once the iteration under way is purged, superseded by a newe
 ended by STOP. Without purging
 (``purge=False``, how public peers behave) every ITERATE is run in the order sent, stale or not,
 and STOP comes after all of them.
+
+Under partial work the master may ASSIGN the worker other pieces of the iteration under way
+(``assigned``, taken between pieces) or, once it is idle, of the last one it ran: that one is
+resumed (``next_iteration`` returns it again) unless it was purged or something newer came.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import Message, Tag, iterate_fields
+from .protocol import Message, Tag, assign_fields, iterate_fields
 
 
 def _key(msg: Message) -> tuple[int, int, int]:
@@ -42,6 +46,9 @@ class Inbox:
         self.current_dropped = False
         self.stopped = False
         self.skipped = 0
+        self.last: Message | None = None  # the ITERATE run last (an ASSIGN may resume it)
+        self.last_dropped = False
+        self.assigned: tuple[int, ...] | None = None  # pieces ASSIGNed, not taken yet
 
     def read(self) -> None:
         """Take in every message that has arrived."""
@@ -56,15 +63,27 @@ class Inbox:
                 self._skip_waiting()
                 self.current_dropped = self.current is not None
             self.waiting.append(msg)
+            self.assigned = None  # pieces of an older iteration
+        elif msg.tag == Tag.ASSIGN:
+            under_way = self.current if self.current is not None else self.last
+            dropped = self.current_dropped if self.current is not None else self.last_dropped
+            if (under_way is not None and _key(under_way) == _key(msg) and not dropped
+                    and not self.waiting):
+                self.assigned = assign_fields(msg)
         elif msg.tag == Tag.PURGE:
             if self.purge:
                 if self.waiting and _key(self.waiting[-1]) == _key(msg):
                     self._skip_waiting()
                 if self.current is not None and _key(self.current) == _key(msg):
                     self.current_dropped = True
+                if self.last is not None and _key(self.last) == _key(msg):
+                    self.last_dropped = True
+                    if self.current is None:
+                        self.assigned = None
             # else the purge is for an iteration already left behind: nothing to drop
         elif msg.tag == Tag.STOP:
             self.stopped = True
+            self.assigned = None
             if self.purge:
                 self._skip_waiting()
                 self.current_dropped = self.current is not None
@@ -83,7 +102,17 @@ class Inbox:
 
     def close_current(self) -> None:
         """The iteration under way is over (its results sent, or dropped)."""
+        if self.current is not None:
+            self.last, self.last_dropped = self.current, self.current_dropped
+            if self.current_dropped:
+                self.assigned = None
         self.current, self.current_dropped = None, False
+
+    def take_assigned(self) -> tuple[int, ...]:
+        """The pieces ASSIGNed (partial work), once."""
+        assert self.assigned is not None
+        tasks, self.assigned = self.assigned, None
+        return tasks
 
     def next_iteration(self) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
@@ -94,6 +123,9 @@ class Inbox:
         self.read()
         epoch = self.epoch()
         self.close_current()
+        if self.assigned is not None and not self.waiting:  # resume it with the new pieces
+            self.current = self.last
+            return self.current
         while self.waiting:
             msg = self.waiting.popleft()
             if msg.epoch == epoch:

@@ -15,15 +15,26 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..balance import Splitter
 from ..codes import Code, rebuild, rescaled_tolerance
+from ..codes.partial import piece_cost
 from ..delays import DelayModel
 from ..jobs import Coded
-from .protocol import Tag, ack_fields, pack_control, pack_iterate, result_fields, trace_fields
+from ..jobs.coded import CodedGradient
+from .protocol import (
+    Tag,
+    ack_fields,
+    pack_assign,
+    pack_control,
+    pack_iterate,
+    result_fields,
+    trace_fields,
+)
 from .state import (
     Action,
     Decoded,
     IterationRecord,
     MasterState,
     Recode,
+    SendAssign,
     SendIterate,
     SendPurge,
     SendStop,
@@ -72,19 +83,27 @@ class JobRecord:
 
 def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
                  purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
-                 report_progress: bool, epoch: int, trace: bool = False) -> WorkerSetup:
+                 report_progress: bool, epoch: int, trace: bool = False,
+                 pieces: Code | None = None) -> WorkerSetup:
     """What the worker of world rank ``rank`` (its identity: delays are keyed by it) holds: its
     settings, and the blocks and terms of ``tasks`` (only the ids of blocks a job's workers load
-    themselves)."""
+    themselves); under partial work (``pieces``), the row range of every piece it may run."""
     cost = job.task_cost()
     blocks, terms = job.placement(tasks)
-    return WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
-                       n_partitions=code.n_partitions,
-                       task_cost={t: float(cost[t]) for t in tasks},
-                       result_size=job.result_size, delay=delay,
-                       single_message=code.messages == "single", chunk_rows=chunk_rows,
-                       purge=purge, kill_at=kill_at, report_progress=report_progress, epoch=epoch,
-                       trace=trace, data_coded=job.data_coded)
+    setup = WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
+                        n_partitions=code.n_partitions,
+                        task_cost={t: float(cost[t]) for t in tasks},
+                        result_size=job.result_size, delay=delay,
+                        single_message=code.messages == "single", chunk_rows=chunk_rows,
+                        purge=purge, kill_at=kill_at, report_progress=report_progress,
+                        epoch=epoch, trace=trace, data_coded=job.data_coded)
+    if pieces is not None:  # every piece of the partitions it holds: it may be sent any
+        table, holds = pieces.params["pieces"], pieces.params["holds"][rank - 1]
+        mine = [t for t, p in enumerate(table) if p.partition in holds]
+        setup.pieces = {t: (table[t].partition, table[t].start, table[t].stop) for t in mine}
+        setup.task_cost = dict(zip(mine, piece_cost(pieces)[mine].tolist(), strict=True))
+    return setup
+
 
 
 def task_share(job: Coded, code: Code) -> float:
@@ -113,8 +132,10 @@ class Master:
                  iteration_timeout: float | None = None,
                  on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
                  on_job: Callable[[JobRecord], None] | None = None,
-                 log: Callable[[str], object] | None = None, trace: bool = False) -> None:
+                 log: Callable[[str], object] | None = None, trace: bool = False,
+                 partial: bool = False) -> None:
         self.comm, self.code, self.job, self.delay = comm, code, job, delay
+        self.partial = partial  # partial work: the state machine decodes pieces of the code
         self.tolerance, self.purge = tolerance, purge
         self.loss_every, self.splitter = loss_every, splitter
         self.default_chunks = chunk_rows is None  # then fitted to each code's partitions
@@ -127,7 +148,8 @@ class Master:
         self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.log = log  # takes metrics lines: task records, failures, re-codes
-        self.state = MasterState(code, tolerance, purge=purge)
+        self.pieces = self.cut()
+        self.state = MasterState(self.pieces or code, tolerance, purge=purge)
         self.outbox = Outbox(comm)
         self.ranks = list(range(1, code.n_workers + 1))  # comm rank of each code worker
         self.dead: set[int] = set()
@@ -149,6 +171,13 @@ class Master:
     def clock(self) -> float:
         """Seconds since this master began: the time of the events MasterState sees."""
         return time.perf_counter() - self.t0
+
+    def cut(self) -> Code | None:
+        """Under partial work, the code's pieces (row ranges of the chunk grid), else None."""
+        if not self.partial:
+            return None
+        assert isinstance(self.job, CodedGradient)  # the plan allows partial work for these
+        return self.job.pieces(self.chunk_rows)
 
     @property
     def ranks(self) -> list[int]:
@@ -182,7 +211,7 @@ class Master:
             world = self.world[rank]
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
-                                 self.state.epoch, self.trace is not None)
+                                 self.state.epoch, self.trace is not None, self.pieces)
             data = pickle.dumps(setup, protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 self.outbox.send(data, rank, Tag.SETUP)
@@ -240,8 +269,8 @@ class Master:
         self.ranks = [survivors.get(w + 1, -(w + 1)) for w in range(self.code.n_workers)]
         self.world = {rank: w + 1 for w, rank in enumerate(self.ranks)}
         self.dead = {rank for rank in self.ranks if rank < 0}
-        self.state = MasterState(self.code, self.tolerance, purge=self.purge, epoch=epoch,
-                                 totals=self.state.totals)
+        self.state = MasterState(self.pieces or self.code, self.tolerance, purge=self.purge,
+                                 epoch=epoch, totals=self.state.totals)
         for w, rank in enumerate(self.ranks):
             if rank < 0:
                 self.state.on_worker_failed(w)
@@ -271,6 +300,9 @@ class Master:
         if isinstance(action, SendPurge):
             buf = pack_control(action.job, action.iteration, epoch=epoch)
             self.outbox.send(buf, self.ranks[action.worker], Tag.PURGE)
+        elif isinstance(action, SendAssign):
+            buf = pack_assign(action.job, action.iteration, action.tasks, epoch)
+            self.outbox.send(buf, self.ranks[action.worker], Tag.ASSIGN)
         elif isinstance(action, SendStop):
             self.outbox.send(pack_control(), self.ranks[action.worker], Tag.STOP)
         elif isinstance(action, Decoded):
@@ -430,8 +462,9 @@ class Master:
         self.code, self.job, self.ranks = code, job, live
         if self.default_chunks:  # the survivors' partitions are new: cut them evenly too
             self.chunk_rows = job.default_chunk_rows()
-        self.state = MasterState(code, self.tolerance, purge=self.purge, epoch=epoch,
-                                 totals=totals)
+        self.pieces = self.cut()
+        self.state = MasterState(self.pieces or code, self.tolerance, purge=self.purge,
+                                 epoch=epoch, totals=totals)
         self.recode_needed = False
         self.recodes += 1
         shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())

@@ -32,6 +32,7 @@ class Tag(IntEnum):
     PROGRESS = 8  # worker -> master: how much of a task was done, in how long, when purged
     PING = 9  # master -> worker at set-up, answered with the worker's clock (--trace)
     TRACE = 10  # worker -> master: trace entries alone, from a worker that sends no results
+    ASSIGN = 11  # master -> worker, partial work: its new piece list for the open iteration
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
@@ -160,6 +161,16 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if size <= 0:
         return rest, _NO_ENTRIES
     return rest[:-size], rest[-size:].reshape(-1, len(TRACE_FIELDS))
+
+
+def pack_assign(job: int, iteration: int, tasks: Sequence[int], epoch: int = 0) -> np.ndarray:
+    """ASSIGN: ``count`` piece ids, the worker's list from now on (theta is the ITERATE's)."""
+    return pack(job, iteration, epoch, -1, -1, np.asarray(tasks, dtype=np.float64))
+
+
+def assign_fields(msg: Message) -> tuple[int, ...]:
+    """The piece ids of an ASSIGN message."""
+    return tuple(int(t) for t in msg.payload[: msg.count])
 
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,

@@ -36,6 +36,18 @@ class SendPurge:
 
 
 @dataclass(frozen=True)
+class SendAssign:
+    """Partial work: worker's list for the open (job, iteration) is now ``tasks`` (pieces taken
+    over from a slower holder, far end first), in place of what is left of its own."""
+
+    worker: int
+    job: int
+    iteration: int
+    tasks: tuple[int, ...]
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
 class Recode:
     """The code cannot decode this iteration (too many workers are dead, or every result is in
     and they do not suffice, as a sampled sparse code may find): the master must abandon it,
@@ -81,7 +93,7 @@ class Decoded:
     record: IterationRecord
 
 
-Action = SendIterate | SendPurge | SendStop | Decoded | Recode
+Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode
 
 
 @dataclass
@@ -97,6 +109,11 @@ class _Iteration:
     received: int = 0
     messages: int = 0
     done: bool = False
+    # partial work: each worker's current list, how far it has reported, and who owns a piece
+    # (its primary holder, or the worker it was handed to)
+    lists: dict[int, list[int]] = field(default_factory=dict)
+    reported: dict[int, int] = field(default_factory=dict)
+    owner: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -137,10 +154,20 @@ class MasterState:
         outstanding = {w: set(schedule[w]) for w in self._live if schedule[w]}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
+        if self.partial:
+            cur = self.current
+            cur.lists = {w: list(schedule[w]) for w in outstanding}
+            cur.reported = dict.fromkeys(outstanding, 0)
+            cur.owner = {t: w for w in outstanding for t in schedule[w]}
         died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
             return [Recode(self._dead())]
         return [SendIterate(w, job, iteration, schedule[w], self.epoch) for w in sorted(outstanding)]
+
+    @property
+    def partial(self) -> bool:
+        """Whether the code is one of pieces (``partial_code``): idle holders take work over."""
+        return "pieces" in self.code.params
 
     def _dead(self) -> frozenset[int]:
         return frozenset(set(range(self.code.n_workers)) - self._live)
@@ -149,6 +176,10 @@ class MasterState:
         """Could the results received so far plus everything the living still owe decode?"""
         cur = self.current
         assert cur is not None  # only asked while an iteration is open
+        if self.partial:  # a piece can be handed to any living holder of its partition
+            held = set().union(*(self.code.params["holds"][w] for w in self._live))
+            lost = [j for j in cur.decoder.missing_partitions if j not in held]
+            return len(lost) <= self.tolerance
         probe = self.code.decoder(self.tolerance)
         for task in cur.decoder.tasks:
             probe.add(task)
@@ -182,9 +213,56 @@ class MasterState:
         for i, task in enumerate(tasks):
             if cur.decoder.add(task, None if values is None else values[i]):
                 return self._decoded(now)
+        if self.partial:
+            at = cur.lists.get(worker, [])
+            position = {t: i for i, t in enumerate(at)}
+            cur.reported[worker] = max([cur.reported.get(worker, 0)] + [
+                position[t] + 1 for t in tasks if t in position])
+            return self._hand_over([worker])
         if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
             return [Recode(self._dead(), "every result is in and the code cannot decode them")]
         return []
+
+    def _owed(self, worker: int) -> list[int]:
+        """Partial work: the pieces ``worker`` owns, has not reported and nobody has sent yet,
+        in its order."""
+        cur = self.current
+        assert cur is not None
+        seen = cur.decoder.seen
+        return [t for t in cur.lists.get(worker, [])[cur.reported.get(worker, 0):]
+                if cur.owner.get(t) == worker and t not in seen]
+
+    def _hand_over(self, idle: list[int]) -> list[Action]:
+        """Partial work: each of ``idle`` that owes nothing more takes over the far half of the
+        largest share still owed among the partitions it holds (all of a dead worker's), so a
+        slow holder and its helper meet in the middle instead of repeating each other."""
+        cur = self.current
+        assert cur is not None
+        pieces, holds = self.code.params["pieces"], self.code.params["holds"]
+        actions: list[Action] = []
+        for thief in idle:
+            if thief not in self._live or self._owed(thief):
+                continue
+            mine = holds[thief]
+            orphans = sorted(t for t in range(self.code.n_tasks)
+                             if t not in cur.decoder.seen and cur.owner.get(t) not in self._live
+                             and pieces[t].partition in mine)
+            taken = orphans
+            if not taken:
+                best: list[int] = []
+                for victim in sorted(self._live - {thief}):
+                    owed = [t for t in self._owed(victim) if pieces[t].partition in mine]
+                    if len(owed) > len(best):
+                        best = owed
+                taken = best[len(best) - len(best) // 2:][::-1]  # the far half, far end first
+            if not taken:
+                continue
+            for t in taken:
+                cur.owner[t] = thief
+            cur.lists[thief], cur.reported[thief] = list(taken), 0
+            cur.outstanding.setdefault(thief, set()).update(taken)
+            actions.append(SendAssign(thief, cur.job, cur.iteration, tuple(taken), self.epoch))
+        return actions
 
     def _decoded(self, now: float) -> list[Action]:
         cur = self.current
@@ -224,7 +302,9 @@ class MasterState:
         if cur is None or cur.done:
             return []
         cur.outstanding.pop(worker, None)
-        return [] if self._still_decodable() else [Recode(self._dead())]
+        if not self._still_decodable():
+            return [Recode(self._dead())]
+        return self._hand_over(sorted(self._live)) if self.partial else []
 
     def silent(self, now: float, timeout: float) -> list[int]:
         """Workers that owe the open iteration results and have sent none for ``timeout``

@@ -7,6 +7,7 @@ import os
 import signal
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ from mpi4py import MPI
 
 from ..delays import DelayModel
 from ..jobs import AnyJob, GradientJob, kernel_for
-from ..jobs.task import Block, Terms, run_task
+from ..jobs.task import Block, Terms, run_piece, run_task
 from .inbox import Inbox
 from .protocol import (
     DROPPED,
@@ -43,6 +44,7 @@ from .transport import (
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
 TRACE_FLUSH_S = 0.5  # a worker that sends no results sends its trace entries this often
+PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
 
 
 @dataclass
@@ -68,6 +70,9 @@ class WorkerSetup:
     n_partitions: int = 0
     trace: bool = False  # send the master a trace entry for every task (--trace)
     data_coded: bool = False  # blocks are coded (A, b, c) of a linear gradient job
+    # partial work: piece id -> (block key, first row, end row) of every piece it may be sent;
+    # finished pieces go out together at the end of its list, and at least every PIECE_FLUSH_S
+    pieces: dict[int, tuple[int, int, int]] | None = None
 
 
 class Worker:
@@ -83,6 +88,7 @@ class Worker:
         # trace entries (TRACE_FIELDS) not sent yet; None: no trace
         self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
         self.trace_sent = time.perf_counter()  # when entries last left with a message
+        self.slot = 0  # the next task's slot in the iteration under way
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
 
@@ -151,6 +157,10 @@ class Worker:
 
     def run_iteration(self, msg: Message) -> None:
         tasks, theta = iterate_fields(msg, self.comm.Get_rank())
+        # partial work: pieces the master handed over, once this worker was idle
+        resumed = self.inbox.assigned is not None
+        if resumed:
+            tasks = self.inbox.take_assigned()
         # theta views this message's own buffer (a fresh one each receive): kept, not copied
         self.latest = ((msg.epoch, msg.job, msg.iteration), theta)
         setup = self.setup
@@ -165,7 +175,7 @@ class Worker:
         # compute time plus its delay after the previous one's due time, so the lateness of a
         # sleep's wake-up (a millisecond on a loaded node) is not carried from task to task
         due = time.monotonic()
-        if delay.sleeps:
+        if delay.sleeps and not resumed:  # the iteration's shift is served once
             shift = float(delay.iteration_shifts(np.array([setup.worker]))[0])
             due += delay.seconds(shift)
             if shift and not self.serve_delay(due):
@@ -173,13 +183,31 @@ class Worker:
                 self.trace_skipped(msg, tasks)
                 return
         repeat = delay.compute_factor(setup.worker, msg.iteration)
-        for i, task in enumerate(tasks):
+        pieces = setup.pieces
+        last_sent = time.perf_counter()
+        queue = deque(tasks)
+        if not resumed:
+            self.slot = 0  # a task's slot in the iteration (its delay's key), pieces handed on
+        while queue:
+            task = queue.popleft()
+            i, self.slot = self.slot, self.slot + 1
             if not done_tasks:  # the master has had every result so far: its view starts here
                 unsent_since = time.perf_counter()
             began = time.perf_counter() if trace is not None else 0.0
             computing = time.monotonic()
             if i and self.interrupted():  # between tasks, as between chunks
                 value, fraction, chunks = None, 0.0, 0
+            elif pieces is not None:
+                if self.inbox.assigned is not None:  # moved to pieces of a slower holder
+                    if done_tasks:
+                        self.send_result(msg, done_tasks, done_values, unsent)
+                        done_tasks, done_values, unsent = [], [], []
+                    queue = deque(self.inbox.take_assigned())
+                    task = queue.popleft()
+                key, start, stop = pieces[task]
+                value = run_piece(self.kernel, setup.blocks[key], start, stop, theta,
+                                  setup.result_size, repeat)
+                fraction, chunks = 1.0, 1
             else:
                 if setup.remote:
                     self.load(setup.blocks, setup.terms[task])
@@ -200,14 +228,14 @@ class Worker:
                 elif setup.report_progress and self.interrupted():
                     dropped = True  # done after the decode: a slow CPU's sample for the split
             if dropped:
-                self.dropped += len(tasks) - i + len(done_tasks)  # unsent results are lost too
+                self.dropped += len(queue) + 1 + len(done_tasks)  # unsent results are lost too
                 if trace is not None:  # done but unsent, or cut: purged; not begun: dropped
                     now = time.perf_counter()
                     trace.extend((*entry, PURGED) for entry in unsent)
                     trace.append((msg.job, msg.iteration, msg.epoch, task, began, now, chunks,
                                   PURGED if chunks else DROPPED))
                     trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
-                                 for t in tasks[i + 1:])
+                                 for t in queue)
                     if now - self.trace_sent > TRACE_FLUSH_S:  # a straggler purged every time
                         self.outbox.send(pack_trace(setup.worker, trace), MASTER, Tag.TRACE)
                         trace.clear()
@@ -222,7 +250,14 @@ class Worker:
             if trace is not None:
                 unsent.append((msg.job, msg.iteration, msg.epoch, task, began,
                                time.perf_counter(), chunks))
-            if setup.single_message:
+            if pieces is not None:  # coalesced: one message at the list's end, or timed
+                done_tasks.append(task)
+                done_values.append(value)
+                now = time.perf_counter()
+                if now - last_sent >= PIECE_FLUSH_S:
+                    self.send_result(msg, done_tasks, done_values, unsent)
+                    done_tasks, done_values, unsent, last_sent = [], [], [], now
+            elif setup.single_message:
                 done_tasks.append(task)
                 done_values.append(value)
             else:

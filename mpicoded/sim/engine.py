@@ -9,7 +9,10 @@ is purged. Records have the runtime's fields; times are model time times the tim
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -18,7 +21,7 @@ import numpy as np
 from ..balance import Splitter
 from ..codes import Code
 from ..delays import DelayModel
-from ..runtime.state import Decoded, IterationRecord, MasterState
+from ..runtime.state import Decoded, IterationRecord, MasterState, SendAssign, SendIterate
 from ..stream import StreamTimes, genie_iteration_time, serve_in_order
 
 
@@ -89,6 +92,8 @@ class Simulator:
 
     def iteration(self, state: MasterState, job: int, it: int) -> tuple[IterationRecord, int]:
         """One iteration on ``state``; its record (times in seconds) and results processed."""
+        if state.partial:
+            return self.partial_iteration(state, job, it)
         schedule = self.splitter.schedule() if self.splitter else self.code.schedule
         e = _entries(schedule)
         state.start_iteration(job, it, 0.0, schedule)
@@ -114,6 +119,51 @@ class Simulator:
                                           "wall_s": self.delay.seconds(rec.wall_s)}), processed
         raise RuntimeError(f"iteration {it}: every result arrived and {self.code.name} "
                            "still cannot decode")
+
+    def partial_iteration(self, state: MasterState, job: int,
+                          it: int) -> tuple[IterationRecord, int]:
+        """Partial work, event by event: a worker computes its list a piece at a time, each
+        finished piece reaches the master at once, and the pieces the master hands over
+        (SendAssign) replace what is left of the receiver's list."""
+        actions = state.start_iteration(job, it, 0.0, self.code.schedule)
+        queues = {a.worker: deque(a.tasks) for a in actions if isinstance(a, SendIterate)}
+        shifts = self.delay.iteration_shifts(np.arange(self.code.n_workers))
+        slots = dict.fromkeys(queues, 0)
+        busy: set[int] = set()
+        heap: list[tuple[float, int, int, int]] = []
+        order = itertools.count()  # ties in time: first pushed, first served
+
+        def start(w: int, now: float) -> None:
+            if w in busy or not queues.get(w):
+                return
+            task = queues[w].popleft()
+            took = self.delay.task_delays(np.array([w]), job, it, np.array([slots[w]]),
+                                          self.cost[[task]])[0]
+            slots[w] += 1
+            busy.add(w)
+            heapq.heappush(heap, (now + float(took), next(order), w, task))
+
+        for w in queues:
+            start(w, float(shifts[w]))
+        processed = 0
+        while heap:
+            now, _, w, task = heapq.heappop(heap)
+            busy.discard(w)
+            self.task_events += 1
+            processed += 1
+            actions = state.on_result(w, job, it, [task], None, now)
+            if actions and isinstance(actions[-1], Decoded):
+                rec = actions[-1].record
+                return IterationRecord(**{**rec.__dict__,
+                                          "wall_s": self.delay.seconds(rec.wall_s)}), processed
+            for action in actions:
+                if isinstance(action, SendAssign):
+                    queues[action.worker] = deque(action.tasks)
+                    slots.setdefault(action.worker, 0)
+                    start(action.worker, now)
+            start(w, now)
+        raise RuntimeError(f"iteration {it}: every piece arrived and {self.code.name} still "
+                           "cannot decode")
 
     def run(self, iterations: int, job: int = 0) -> SimResult:
         return self.run_stream(np.zeros(1), iterations, genie=False, first_job=job)

@@ -1,0 +1,166 @@
+"""Partial work (no MPI): a binary code re-cut into pieces of row ranges, replica orders that
+split a partition between its holders, a decode that counts every row once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpicoded.codes import make_code
+from mpicoded.codes.partial import holders, partial_code
+from mpicoded.delays import DelayModel
+from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign
+from mpicoded.sim import Simulator
+
+CODES = [("uncoded", {}), ("frc", {"stragglers": 1}), ("frc", {"stragglers": 2}),
+         ("gfrc", {"stragglers": 1}), ("gfrc", {"stragglers": 2}), ("gfrc", {"stragglers": 5}),
+         ("ucmmc", {"load": 2}), ("cpgc", {"load": 2}), ("uncoded", {"partitions": 9})]
+ROWS = [1000, 1001, 998, 1000, 1003, 999, 1000, 1000, 1002]
+
+
+def cut(name, params, chunk=90):
+    code = make_code(name, 6, **params)
+    return code, partial_code(code, ROWS[: code.n_partitions], chunk)
+
+
+@pytest.mark.parametrize(("name", "params"), CODES)
+def test_the_pieces_tile_every_partition_and_the_shares_split_them(name, params):
+    """Every partition is cut into pieces that tile its rows; the workers' lists (their primary
+    shares) hold every piece exactly once, each of a partition the worker holds: with no
+    straggler every row is computed once, as uncoded. For frc and gfrc the shares are even to
+    one piece."""
+    code, part = cut(name, params)
+    pieces = part.params["pieces"]
+    for j, n in enumerate(ROWS[: code.n_partitions]):
+        mine = sorted((p.start, p.stop) for p in pieces if p.partition == j)
+        assert mine[0][0] == 0 and mine[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
+    flat = [t for order in part.schedule for t in order]
+    assert sorted(flat) == list(range(part.n_tasks))
+    held = holders(code)
+    assert part.params["holds"] == tuple(frozenset(j for j, h in enumerate(held) if w in h)
+                                         for w in range(code.n_workers))
+    for w, order in enumerate(part.schedule):
+        assert all(pieces[t].partition in part.params["holds"][w] for t in order)
+        for j in part.params["holds"][w]:  # ascending: a helper comes from the far end
+            starts = [pieces[t].start for t in order if pieces[t].partition == j]
+            assert starts == sorted(starts)
+    if name in ("frc", "gfrc"):
+        loads = [len(order) for order in part.schedule]
+        assert max(loads) - min(loads) <= 1, loads
+
+
+def values_of(part, rng):
+    """A made-up value for every piece, and the exact sum and per-partition sums."""
+    vals = rng.standard_normal((part.n_tasks, 4))
+    each = np.zeros((part.n_partitions, 4))
+    for t, p in enumerate(part.params["pieces"]):
+        each[p.partition] += vals[t]
+    return vals, each
+
+
+def test_the_piece_decode_counts_every_row_once():
+    code, part = cut("gfrc", {"stragglers": 2})
+    vals, each = values_of(part, np.random.default_rng(1))
+    dec = part.decoder()
+    order = np.random.default_rng(2).permutation(part.n_tasks)
+    for i, t in enumerate(order):
+        dec.add(int(t), vals[t])
+        if i < 10:  # a piece two workers finished: counted once
+            dec.add(int(t), vals[t])
+        assert dec.ready == (i == part.n_tasks - 1)
+    assert np.allclose(dec.result(), each.sum(axis=0), rtol=1e-12)
+    assert dec.results_used == part.n_tasks and len(dec.missing_partitions) == 0
+
+
+def test_each_target_and_a_tolerance_leave_incomplete_partitions_out():
+    code = make_code("cpgc", 6, load=2)
+    part = partial_code(code, ROWS[:6], 250)
+    vals, each = values_of(part, np.random.default_rng(3))
+    dec = part.decoder(tolerance=1)
+    skipped = [t for t, p in enumerate(part.params["pieces"]) if p.partition == 4][-1:]
+    for t in range(part.n_tasks):
+        if t not in skipped:
+            dec.add(t, vals[t])
+    assert dec.ready and list(dec.missing_partitions) == [4]
+    got = dec.result()
+    assert np.isnan(got[4]).all() and np.allclose(np.delete(got, 4, 0), np.delete(each, 4, 0))
+    assert dec.results_used == part.n_tasks - sum(
+        p.partition == 4 for p in part.params["pieces"])
+
+
+@pytest.mark.parametrize(("name", "params"), [("cyclic", {"stragglers": 1}),
+                                              ("mds", {"stragglers": 2})])
+def test_a_code_with_real_coefficients_is_refused(name, params):
+    with pytest.raises(ValueError, match="partial work needs a binary code"):
+        partial_code(make_code(name, 6, **params), ROWS[:6], 100)
+
+
+def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
+    """The state machine on partial frc (workers 0 and 1 hold partitions 0 and 1): worker 0
+    sends two pieces of its share and nothing more. Worker 1, done with its own, is handed the
+    far half of what worker 0 still owes, far end first; then half of the rest, and so on, until
+    the decode, which uses worker 0's two pieces, counts every row once and purges worker 0."""
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, each = values_of(part, np.random.default_rng(4))
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+    share = list(part.schedule[0])
+    assert state.on_result(0, 0, 0, share[:2], vals[share[:2]], 1.0) == []
+    for w in (3, 2, 5, 4):  # the second of a pair finds nothing left to take over
+        done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
+                               2.0)
+        assert [a.worker for a in done] == [] if w in (2, 4) else [w]
+    actions = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
+    owed = share[2:]
+    handed = []
+    while actions:  # until worker 0 owes a single piece (the one it computes now)
+        (assign,) = actions
+        assert isinstance(assign, SendAssign) and assign.worker == 1
+        assert list(assign.tasks) == owed[len(owed) - len(owed) // 2:][::-1]  # far half, down
+        handed.append(len(assign.tasks))
+        owed = owed[: len(owed) - len(owed) // 2]
+        actions = state.on_result(1, 0, 0, list(assign.tasks), vals[list(assign.tasks)], 3.0)
+    assert handed == [4, 2, 1, 1] and len(owed) == 1
+    actions = state.on_result(0, 0, 0, owed, vals[owed], 4.0)  # worker 0's last piece
+    decoded = next(a for a in actions if isinstance(a, Decoded))
+    assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
+    assert set(share[:2]) <= state.current.decoder.used
+
+
+def test_a_dead_holders_pieces_are_handed_to_an_idle_one():
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, _ = values_of(part, np.random.default_rng(5))
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+    for w in (3, 2, 5, 4, 1):
+        done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
+                               1.0)
+    (far,) = done  # worker 1 takes the far half of worker 0's share
+    assert state.on_worker_failed(0) == []  # worker 1 is busy: the rest waits for it
+    (rest,) = state.on_result(1, 0, 0, list(far.tasks), vals[list(far.tasks)], 2.0)
+    assert sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])  # the dead one's, all
+    decoded = state.on_result(1, 0, 0, list(rest.tasks), vals[list(rest.tasks)], 3.0)
+    assert isinstance(decoded[-1], Decoded)
+
+
+def test_losing_every_holder_of_a_partition_asks_for_a_recode():
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+    assert state.on_worker_failed(0) == []  # worker 1 still holds partitions 0 and 1
+    assert isinstance(state.on_worker_failed(1)[0], Recode)
+
+
+def test_the_simulator_pays_no_redundancy_without_a_straggler():
+    """Persistent delays: partial gfrc s=2 runs in uncoded's time with nobody slow, where the
+    static code computes three partitions a worker; with a 20x straggler it beats static."""
+    code = make_code("gfrc", 6, stragglers=2)
+    part = partial_code(code, [40000] * 6, 2500)
+    cost = np.array([(p.stop - p.start) / 40000 for p in part.params["pieces"]])
+    none = DelayModel("persistent", seed=0, task_time=1.0)
+    slow = DelayModel("persistent", seed=0, task_time=1.0, slow=frozenset({1}), slow_factor=20)
+    assert Simulator(part, none, cost).run(5).mean("wall_s") == pytest.approx(1.0)
+    assert Simulator(code, none).run(5).mean("wall_s") == pytest.approx(3.0)
+    assert Simulator(part, slow, cost).run(5).mean("wall_s") < Simulator(code, slow).run(5).mean(
+        "wall_s")

@@ -414,7 +414,8 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
             if not isinstance(job, CodedGradient):
                 raise UsageError(f"--partial on is for gradient jobs; {job.name} is a "
                                  "matrix-vector job")
-            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows)
+            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows,
+                       fit=args.chunk_rows is None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     metrics = None  # opened last: a refused run leaves an old metrics file as it was

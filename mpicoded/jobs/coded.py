@@ -13,9 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..codes import Code
-from ..codes.partial import partial_code
+from ..codes.partial import holders, partial_code
 from .kinds import AnyJob, GradientJob, MatVecJob, overrides
 from .task import Block, Kernel, Terms, default_chunk_rows, run_task
+
+PIECES_A_HOLDER = 4  # partial work: a holder's share of a partition in at least this many pieces
 
 
 def job_name(job: object) -> str:
@@ -304,9 +306,11 @@ class CodedGradient(Coded):
         coef = self.code.B[task]
         return tuple((int(j), float(coef[j])) for j in np.flatnonzero(coef))
 
-    def pieces(self, chunk_rows: int) -> Code:
+    def pieces(self, chunk_rows: int, fit: bool = False) -> Code:
         """The code re-cut into pieces of ``chunk_rows`` rows (``partial_code``): partial work
-        for a job whose value sums over rows; ValueError where that has no meaning."""
+        for a job whose value sums over rows; ValueError where that has no meaning. ``fit``
+        (the default chunks): smaller pieces where needed for PIECES_A_HOLDER a holder, so
+        that a share can be split."""
         if self.data_coded or not self.job.additive:
             why = "it is coded on its data" if self.data_coded else "its compute is no sum " \
                 "over rows (additive = False)"
@@ -316,7 +320,11 @@ class CodedGradient(Coded):
                              "them) held by rank 0, to be cut in row ranges")
         if chunk_rows < 1:
             raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
-        return partial_code(self.code, [_rows(p) for p in self.parts], chunk_rows)
+        rows = [_rows(p) for p in self.parts]
+        if fit:
+            most = max(len(h) for h in holders(self.code))
+            chunk_rows = max(1, min(chunk_rows, min(rows) // (PIECES_A_HOLDER * most)))
+        return partial_code(self.code, rows, chunk_rows)
 
     def block(self, key: int) -> Block:
         return self.parts[key]

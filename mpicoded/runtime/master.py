@@ -177,7 +177,7 @@ class Master:
         if not self.partial:
             return None
         assert isinstance(self.job, CodedGradient)  # the plan allows partial work for these
-        return self.job.pieces(self.chunk_rows)
+        return self.job.pieces(self.chunk_rows, fit=self.default_chunks)
 
     @property
     def ranks(self) -> list[int]:

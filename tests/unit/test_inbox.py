@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from mpicoded.runtime.inbox import Inbox
-from mpicoded.runtime.protocol import Message, Tag, pack_control, pack_iterate, unpack
+from mpicoded.runtime.protocol import (
+    Message,
+    Tag,
+    pack_assign,
+    pack_control,
+    pack_iterate,
+    unpack,
+)
 
 
 class FakeMaster:
@@ -32,6 +39,9 @@ class FakeMaster:
 
     def stop(self) -> None:
         self.sent.append(unpack(Tag.STOP, pack_control()))
+
+    def assign(self, iteration: int, tasks, job: int = 0, epoch: int = 0) -> None:
+        self.sent.append(unpack(Tag.ASSIGN, pack_assign(job, iteration, tasks, epoch)))
 
     def poll(self):
         return self.sent.popleft() if self.sent else None
@@ -154,3 +164,45 @@ def test_skipped_iterations_are_told_with_their_tasks():
     master.purge(1)
     assert inbox.next_iteration() is None
     assert skipped == [(0, (4, 5)), (1, (6,))] and inbox.skipped == 3
+
+
+def test_pieces_assigned_during_an_iteration_are_taken_between_pieces():
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0, tasks=(0, 1, 2))
+    assert inbox.next_iteration().iteration == 0
+    master.assign(0, (9, 8))
+    assert not inbox.dropped() and inbox.take_assigned() == (9, 8)
+    assert inbox.assigned is None
+    master.assign(1, (7,))  # of an iteration not under way: ignored
+    assert not inbox.dropped() and inbox.assigned is None
+
+
+def test_pieces_assigned_once_idle_resume_the_last_iteration():
+    """The worker finished iteration 0 and went idle; the master hands it pieces of that
+    iteration: next_iteration gives iteration 0 again, with the assigned pieces to take."""
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0, tasks=(0, 1))
+    msg = inbox.next_iteration()
+    inbox.close_current()
+    master.assign(0, (5, 4))
+    again = inbox.next_iteration()
+    assert again is msg and inbox.take_assigned() == (5, 4)
+    inbox.close_current()
+    assert inbox.next_iteration() is None  # taken once
+
+
+@pytest.mark.parametrize("after", ["purge", "iterate", "stop"])
+def test_no_resume_once_the_iteration_is_purged_superseded_or_stopped(after):
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0, tasks=(0, 1))
+    inbox.next_iteration()
+    inbox.close_current()
+    master.assign(0, (5, 4))
+    {"purge": lambda: master.purge(0), "iterate": lambda: master.iterate(1),
+     "stop": master.stop}[after]()
+    msg = inbox.next_iteration()
+    assert inbox.assigned is None
+    assert (msg.iteration if msg else None) == (1 if after == "iterate" else None)

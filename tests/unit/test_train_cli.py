@@ -47,6 +47,13 @@ def test_code_flags_reach_the_code():
     assert plan.tolerance == 2 and plan.code.params["load"] == 3
 
 
+def test_partial_work_cuts_the_code_into_pieces_of_the_chunk_grid():
+    plan = plan_run(["--partial", "on", "--code", "gfrc", "--stragglers", "1", "--samples",
+                     "4000", "--chunk-rows", "250"], n_workers=4)
+    pieces = plan.job.pieces(250)
+    assert pieces.n_tasks == 16 and pieces.params["of"] == "gfrc"  # 4 partitions of 1000 rows
+
+
 def test_slow_workers_are_ranks():
     plan = plan_run(["--delay", "persistent", "--slow-workers", "1,4"], n_workers=4)
     assert plan.delay.slow == frozenset({0, 3})  # ranks 1 and 4 are workers 0 and 3
@@ -67,6 +74,14 @@ def test_slow_workers_are_ranks():
     (["--chunk-rows", "-1"], 4, "--chunk-rows -1 is out of range"),
     (["--output", "theta.txt"], 4, "--output theta.txt: expected a path ending in .npy"),
     (["--output", "/proc/no/theta.npy"], 4, "--output /proc/no/theta.npy: cannot be written"),
+    (["--partial", "on", "--code", "cyclic", "--stragglers", "1"], 4,
+     "partial work needs a binary code"),
+    (["--partial", "on", "--job", "linreg"], 4, "cannot be computed in pieces: it is coded on "
+     "its data"),
+    (["--partial", "on", "--split", "adaptive"], 4, "--partial on runs the code's own placement"),
+    (["--partial", "on", "--chunk-rows", "0"], 4, "--partial on needs chunks"),
+    (["--partial", "on", "--job", "pagerank", "--code", "uncoded", "--nodes", "200"], 4,
+     "--partial on is for gradient jobs"),
 ])
 def test_usage_errors(argv, n, message):
     with pytest.raises(UsageError, match=message):

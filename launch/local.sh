@@ -3,7 +3,9 @@
 #   ./launch/local.sh [-n RANKS] [--ft] [--throttle RANK=FRACTION[,...]] [train flags...]
 # RANKS defaults to 21 (a master and 20 workers). --ft runs Open MPI's ULFM with its heartbeat
 # detector, so the job survives dead workers (try: --ft --kill-worker 5@10). --throttle 3=0.1
-# runs rank 3 under a CPU quota of a tenth of one core: a really slow worker (root, cgroups).
+# runs rank 3 under a CPU quota of a tenth of one core: a really slow worker (root, cgroups);
+# --throttle workers=0.3,move=0.015/0.4 caps every worker at 0.3 of a core and puts a different
+# random one at 0.015 every 0.4 s (a moving straggler; 3=0.1@5-10: slow from 5 s to 10 s).
 # --dashboard [PORT] (a train flag) also installs the dashboard extra.
 # Creates .venv on first use; mpirun is started by python -m mpicoded.launcher (--oversubscribe
 # when RANKS exceeds the cores, one BLAS thread a rank, root allowed).

@@ -44,6 +44,21 @@ def keyed_uniform(seed: int, *key: np.ndarray | int) -> np.ndarray:
     return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
 
 
+_MOVES: dict[tuple[int, int, int], list[int]] = {}  # (seed, n, job) -> choices of blocks 0..
+
+
+def moving_choice(seed: int, n: int, job: int, block: int) -> int:
+    """Which of ``n`` workers is the moving straggler in ``block`` (of iterations or of seconds):
+    a seeded random one, never the one of the block before."""
+    chain = _MOVES.setdefault((seed, n, job), [])
+    while len(chain) <= block:
+        previous = chain[-1] if chain else -1
+        u = float(keyed_uniform(seed, 7919, job, len(chain)))
+        pick = int(u * (n - (previous >= 0))) if n > 1 else 0
+        chain.append(pick + (0 <= previous <= pick) if n > 1 else 0)
+    return chain[block]
+
+
 @dataclass(frozen=True)
 class DelayModel:
     """How long a task of ``units`` work units takes, in model time, on top of the real compute.
@@ -55,7 +70,9 @@ class DelayModel:
       communication delay c_p once per iteration (paper 000, Section VI); (mu_p, c_p) come from
       ``profile`` and C is ``complexity``. A task's work is in C, so ``units`` are not used.
     - ``persistent``: each unit takes ``task_time``; workers in ``slow`` take ``slow_factor`` times
-      longer, in every iteration from ``slow_from`` on (so a worker can slow down mid-run).
+      longer, in every iteration from ``slow_from`` on (so a worker can slow down mid-run). With
+      ``slow_every`` K, the slow worker moves instead: every K iterations a different seeded
+      random one of the ``n_workers`` (``moving_choice``), ``slow`` being ignored.
     - ``compute``: nothing is slept; the workers in ``slow`` (from ``slow_from`` on) really compute
       every task ``slow_factor`` times over, burning CPU like a slow machine (``compute_factor``).
 
@@ -74,6 +91,8 @@ class DelayModel:
     profile: tuple[tuple[float, float], ...] = ()
     complexity: float = 1.0
     slow_from: int = 0
+    slow_every: int = 0  # persistent, compute: a moving slow worker, changing every K iterations
+    n_workers: int = 0  # of which the moving one is drawn
 
     def __post_init__(self) -> None:
         if self.kind not in DELAY_MODELS:
@@ -84,6 +103,9 @@ class DelayModel:
         for name in ("alpha", "task_time"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name}={getattr(self, name)} is out of range: allowed >= 0")
+        if self.slow_every < 0 or (self.slow_every and self.n_workers < 1):
+            raise ValueError(f"slow_every={self.slow_every} is out of range: allowed >= 0, with "
+                             "the workers' count known")
         if self.kind == "compute" and not self.slow_factor >= 1:
             raise ValueError(f"slow_factor={self.slow_factor} is out of range for delay compute: "
                              "allowed >= 1 (a slow worker computes its tasks that many times)")
@@ -124,17 +146,27 @@ class DelayModel:
         if self.kind == "seed000":
             u = keyed_uniform(self.seed, workers, job, iteration, np.asarray(slots))
             return -np.log(u) / self.rates[workers]
-        slow = np.isin(workers, list(self.slow)) & (iteration >= self.slow_from)
+        slow = self.slow_mask(workers, job, iteration)
         return units * self.task_time * np.where(slow, self.slow_factor, 1.0)
+
+    def slow_mask(self, workers: np.ndarray, job: int, iteration: int) -> np.ndarray:
+        """Which of ``workers`` are slow in (job, iteration): ``slow``, or the moving one."""
+        workers = np.asarray(workers)
+        if iteration < self.slow_from:
+            return np.zeros(workers.shape, dtype=bool)
+        if self.slow_every:
+            block = (iteration - self.slow_from) // self.slow_every
+            return workers == moving_choice(self.seed, self.n_workers, job, block)
+        return np.isin(workers, list(self.slow))
 
     def task_delay(self, worker: int, job: int, iteration: int, slot: int, units: float) -> float:
         """Model-time delay of one task of ``units`` work units, ``slot``-th of ``worker``."""
         return float(self.task_delays(np.array([worker]), job, iteration, np.array([slot]),
                                       np.array([units]))[0])
 
-    def compute_factor(self, worker: int, iteration: int) -> float:
+    def compute_factor(self, worker: int, iteration: int, job: int = 0) -> float:
         """How many times over ``worker`` computes its tasks in ``iteration`` (``compute`` model)."""
-        if self.kind == "compute" and worker in self.slow and iteration >= self.slow_from:
+        if self.kind == "compute" and bool(self.slow_mask(np.array(worker), job, iteration)):
             return self.slow_factor
         return 1.0
 
@@ -149,12 +181,11 @@ class DelayModel:
             out |= {"mu": self.mu, "alpha": self.alpha}
         elif self.kind == "seed000":
             out |= {"profile": [list(p) for p in self.profile], "complexity": self.complexity}
-        elif self.kind == "persistent":
-            out |= {"task_time": self.task_time, "slow_workers": sorted(self.slow),
-                    "slow_factor": self.slow_factor, "slow_from": self.slow_from}
-        elif self.kind == "compute":
+        elif self.kind in ("persistent", "compute"):
+            if self.kind == "persistent":
+                out["task_time"] = self.task_time
             out |= {"slow_workers": sorted(self.slow), "slow_factor": self.slow_factor,
-                    "slow_from": self.slow_from}
+                    "slow_from": self.slow_from, "slow_every": self.slow_every}
         return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import BLAS_VARS
-from .throttle import Throttle, ThrottleError, check_rank_throttle, parse_rank_throttle
+from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, parse_schedule
 
 
 class MPIRunTimeout(RuntimeError):
@@ -127,15 +127,27 @@ class MPIProcess(subprocess.Popen):
             throttle.remove()
 
 
+def throttle_groups(throttle: Mapping[int, float] | Schedule | None,
+                    ranks: int) -> Throttle | None:
+    """The cpu groups (not created yet) of fixed shares ``{rank: fraction}`` or a schedule."""
+    if not throttle:
+        return None
+    if isinstance(throttle, Schedule):
+        check_rank_throttle(throttle.at(0.0), ranks)
+        return Throttle({}, schedule=throttle)
+    return Throttle(check_rank_throttle(throttle, ranks))
+
+
 def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = None,
-              throttle: Mapping[int, float] | None = None) -> MPIProcess:
+              throttle: Mapping[int, float] | Schedule | None = None) -> MPIProcess:
     """Start ``python ARGS`` on ``ranks`` ranks in a process group of its own; ranks in
-    ``throttle`` get that fraction of one core (ValueError for a rank outside 0..ranks-1,
-    ThrottleError without root or a writable cpu controller)."""
-    groups = Throttle(check_rank_throttle(throttle, ranks)) if throttle else None
+    ``throttle`` get that fraction of one core, or follow its schedule (ValueError for a rank
+    outside 0..ranks-1, ThrottleError without root or a writable cpu controller)."""
+    groups = throttle_groups(throttle, ranks)
     cmd = mpirun_command(ranks, args, ft, groups)
     if groups is not None:
         groups.create()
+        groups.follow()
     try:
         return MPIProcess(cmd, env=mpi_env(), cwd=cwd, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -181,9 +193,10 @@ def _release(proc: subprocess.Popen) -> None:
 
 
 def run_mpi(ranks: int, args: list[str], timeout: float, cwd: str | None = None,
-            ft: bool = False, throttle: Mapping[int, float] | None = None) -> Completed:
+            ft: bool = False, throttle: Mapping[int, float] | Schedule | None = None) -> Completed:
     """Run ``python ARGS`` on ``ranks`` ranks; raises MPIRunTimeout after ``timeout`` seconds.
-    ``throttle={rank: fraction}`` holds those ranks to a fraction of one core."""
+    ``throttle={rank: fraction}`` holds those ranks to a fraction of one core (a Schedule:
+    shares that change during the run)."""
     return finish_mpi(start_mpi(ranks, args, ft, cwd, throttle), timeout)
 
 
@@ -196,7 +209,11 @@ MPI allowed to run as root when you are root; exits with mpirun's status.
   -n RANKS          ranks, the master (rank 0) included (default 21)
   --ft              Open MPI's ULFM with its heartbeat detector: the job survives dead ranks
   --throttle SPEC   RANK=FRACTION[,...]: run those ranks under a CPU quota of FRACTION of one
-                    core (a real slow machine; needs root and a cgroup cpu controller)
+                    core (a real slow machine; needs root and a cgroup cpu controller);
+                    RANK=FRACTION@START-END: only from START to END seconds after the launch;
+                    workers=FRACTION: every worker rank (machines of one size);
+                    move=FRACTION/PERIOD[/SEED]: every PERIOD seconds a different seeded
+                    random worker at FRACTION (a moving straggler)
 """
 
 
@@ -206,7 +223,7 @@ class LaunchOptions:
 
     ranks: int
     ft: bool
-    throttle: dict[int, float]
+    throttle: Schedule | None
     args: list[str]
 
 
@@ -242,7 +259,7 @@ def parse_cli(argv: Sequence[str]) -> LaunchOptions | None:
             break
     if not rest:
         raise ValueError("no program: give Python's arguments, e.g. -m mpicoded.train")
-    throttle = parse_rank_throttle(spec, ranks) if spec is not None else {}
+    throttle = parse_schedule(spec, ranks) if spec is not None else None
     return LaunchOptions(ranks, ft, throttle, rest)
 
 
@@ -254,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options is None:
             print(USAGE, end="")
             return 0
-        groups = Throttle(options.throttle) if options.throttle else None
+        groups = throttle_groups(options.throttle, options.ranks)
         cmd = mpirun_command(options.ranks, options.args, options.ft, groups)
         return _foreground(cmd, groups)
     except (ValueError, ThrottleError) as exc:
@@ -278,6 +295,7 @@ def _foreground(cmd: list[str], groups: Throttle | None) -> int:
     try:
         if groups is not None:
             groups.create()
+            groups.follow()
         proc = subprocess.Popen(cmd, env=mpi_env())
         code = proc.wait()
     finally:

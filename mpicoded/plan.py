@@ -92,6 +92,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--slow-from", type=int, default=0, metavar="IT",
                    help="persistent, compute: the slow workers are slow from iteration IT of each "
                    "job on; default 0")
+    g.add_argument("--slow-every", type=int, default=0, metavar="K",
+                   help="persistent, compute: a moving slow worker instead of --slow-workers: "
+                   "every K iterations a different seeded random worker is slow (a noisy "
+                   "neighbour that comes and goes); default 0 (fixed)")
     g.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                    help="rows computed between checks for a purge (a purge interrupts real "
                    "compute within one chunk); default: about 2 MB of dense data (a quarter to "
@@ -379,7 +383,8 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
                            task_time=args.task_time, slow_factor=args.slow_factor,
                            slow=frozenset(r - 1 for r in args.slow_workers),
                            time_scale=args.time_scale, profile=profile, complexity=complexity,
-                           slow_from=args.slow_from)
+                           slow_from=args.slow_from, slow_every=args.slow_every,
+                           n_workers=n_workers)
         splitter = make_splitter(args, code, profile, complexity)
         arrivals_s = (poisson_arrivals(args.jobs, args.arrival_rate, args.seed)
                       * args.time_scale)

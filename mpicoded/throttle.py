@@ -23,11 +23,14 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+
+from .delays import moving_choice
 
 PERIOD_US = 20_000  # a short period: a throttled process waits at most ~20 ms for its next slice
 MIN_QUOTA_US = 1_000  # the kernel refuses a quota below 1 ms
@@ -88,15 +91,112 @@ def check_rank_throttle(throttle: Mapping[int, float], ranks: int) -> dict[int, 
     return checked
 
 
-def parse_rank_throttle(spec: str, ranks: int) -> dict[int, float]:
-    """``"2=0.25"`` -> ``{2: 0.25}``, every key a rank in 0..ranks-1."""
-    throttle: dict[int, float] = {}
-    for key, fraction in parse_throttle(spec).items():
-        if not key.isdigit():
-            raise ValueError(f"--throttle '{key}={fraction:g}': RANK must be a rank number "
-                             f"0..{ranks - 1}")
-        throttle[int(key)] = fraction
-    return check_rank_throttle(throttle, ranks)
+@dataclass(frozen=True)
+class Schedule:
+    """Ranks' shares of a core over time (seconds from the launch): ``base`` throughout (a rank
+    not in it has a whole core), ``windows`` (rank, fraction, start, end) in force from start to
+    end, and a ``moving`` straggler (fraction, period, seed): every period a different seeded
+    random one of ``workers`` (``delays.moving_choice``). No windows and no moving straggler:
+    ``static``, fixed quotas as before."""
+
+    base: Mapping[int, float]
+    windows: tuple[tuple[int, float, float, float], ...] = ()
+    moving: tuple[float, float, int] | None = None
+    workers: tuple[int, ...] = ()
+
+    @property
+    def static(self) -> bool:
+        return not self.windows and self.moving is None
+
+    @property
+    def ranks(self) -> list[int]:
+        """Every rank the schedule ever limits (each gets a group)."""
+        moving = set(self.workers) if self.moving is not None else set()
+        return sorted(set(self.base) | {w[0] for w in self.windows} | moving)
+
+    def moving_rank(self, t: float) -> int | None:
+        """The moving straggler's rank at time ``t``, or None without one."""
+        if self.moving is None:
+            return None
+        _, period, seed = self.moving
+        return self.workers[moving_choice(seed, len(self.workers), 0, int(t // period))]
+
+    def at(self, t: float) -> dict[int, float]:
+        """Every limited rank's share of a core at time ``t``."""
+        out = {rank: self.base.get(rank, 1.0) for rank in self.ranks}
+        for rank, fraction, start, end in self.windows:
+            if start <= t < end:
+                out[rank] = fraction
+        moving = self.moving_rank(t)
+        if moving is not None and self.moving is not None:
+            out[moving] = self.moving[0]
+        return out
+
+    def next_change(self, t: float) -> float | None:
+        """The first time after ``t`` at which a share may change, or None."""
+        times = [edge for _, _, start, end in self.windows for edge in (start, end) if edge > t]
+        if self.moving is not None:
+            period = self.moving[1]
+            times.append((math.floor(t / period) + 1) * period)
+        return min(times) if times else None
+
+
+def parse_schedule(spec: str, ranks: int) -> Schedule:
+    """``--throttle`` for ranks: comma-separated ``RANK=FRACTION`` (throughout),
+    ``RANK=FRACTION@START-END`` (seconds from the launch), ``workers=FRACTION`` (every worker
+    rank 1..ranks-1, as machines of one size) and ``move=FRACTION/PERIOD[/SEED]`` (a moving
+    straggler among the workers); ValueError naming the bad item."""
+    base: dict[int, float] = {}
+    windows: list[tuple[int, float, float, float]] = []
+    moving: tuple[float, float, int] | None = None
+    workers = tuple(range(1, ranks))
+    every: float | None = None
+    for raw in spec.split(","):
+        item = raw.strip()
+        key, sep, value = (part.strip() for part in item.partition("="))
+        try:
+            if not sep or not value:
+                raise ValueError
+            if key == "move":
+                parts = value.split("/")
+                if len(parts) not in (2, 3):
+                    raise ValueError
+                fraction, period = float(parts[0]), float(parts[1])
+                if not period > 0:
+                    raise ValueError
+                moving = (check_fraction(fraction, item), period,
+                          int(parts[2]) if len(parts) == 3 else 0)
+                continue
+            if key == "workers":
+                every = check_fraction(float(value), item)
+                continue
+            if not key.isdigit():
+                raise ValueError(f"--throttle {item!r}: RANK must be a rank number 0..{ranks - 1}")
+            if int(key) >= ranks:
+                raise ValueError(f"--throttle {item!r}: rank {key} is out of range: allowed "
+                                 f"0..{ranks - 1} on {ranks} ranks")
+            share, at, window = value.partition("@")
+            fraction = check_fraction(float(share), item)
+            if at:
+                start, dash, end = window.partition("-")
+                if not dash or not 0 <= float(start) < float(end):
+                    raise ValueError
+                windows.append((int(key), fraction, float(start), float(end)))
+            elif int(key) in base:
+                raise ValueError(f"--throttle {item!r}: rank {key} is throttled twice")
+            else:
+                base[int(key)] = fraction
+        except ValueError as exc:
+            if str(exc).startswith("--throttle"):
+                raise
+            raise ValueError(f"--throttle {item!r}: expected RANK=FRACTION, "
+                             "RANK=FRACTION@START-END, workers=FRACTION or "
+                             "move=FRACTION/PERIOD[/SEED], e.g. 2=0.25") from None
+    if every is not None:
+        base = {**dict.fromkeys(workers, every), **base}
+    if moving is not None and len(workers) < 2:
+        raise ValueError("--throttle move=...: a moving straggler needs two workers or more")
+    return Schedule(base, tuple(windows), moving, workers)
 
 
 def quota_period(fraction: float) -> tuple[int, int]:
@@ -244,9 +344,15 @@ class Throttle:
     """
 
     def __init__(self, fractions: Mapping[int, float] | Mapping[str, float] | Mapping[Key, float],
-                 controller: Controller | None = None, name: str | None = None) -> None:
+                 controller: Controller | None = None, name: str | None = None,
+                 schedule: Schedule | None = None) -> None:
+        self.schedule = schedule  # shares that change over time (``follow``); None: fixed
+        if schedule is not None:
+            fractions = schedule.at(0.0)
         self.fractions: dict[Key, float] = {key: check_fraction(f, f"{key}={f}")
                                             for key, f in fractions.items()}
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
         self.names = {key: group_name(key) for key in self.fractions}
         self.controller = controller if controller is not None else find_controller()
         self.path = self.controller.root / (name or f"{GROUP_PREFIX}{os.getpid()}-"
@@ -281,8 +387,37 @@ class Throttle:
             raise error from exc
         return self
 
+    def follow(self) -> None:
+        """Apply the schedule's changes from now on (seconds counted from this call), in a
+        daemon thread that ``remove`` stops."""
+        if self.schedule is None or self.schedule.static or self._follower is not None:
+            return
+        schedule, start = self.schedule, time.monotonic()
+
+        def run() -> None:
+            shares = dict(self.fractions)
+            while (when := schedule.next_change(time.monotonic() - start)) is not None:
+                if self._stop.wait(max(0.0, when - (time.monotonic() - start))):
+                    return
+                for rank, fraction in schedule.at(when).items():
+                    if shares.get(rank) != fraction:
+                        with contextlib.suppress(OSError):  # the run may be ending
+                            self.controller.limit(self.group(rank), fraction)
+                        shares[rank] = fraction
+
+        self._follower = threading.Thread(target=run, name="mpicoded-throttle", daemon=True)
+        self._follower.start()
+
+    def stop(self) -> None:
+        """Stop following the schedule (``remove`` does it first)."""
+        self._stop.set()
+        if self._follower is not None:
+            self._follower.join()
+
     def remove(self) -> None:
-        """Move any process left in the groups to the root group and remove the groups."""
+        """Stop following the schedule, move any process left in the groups to the root group
+        and remove the groups."""
+        self.stop()
         remove_groups(self.path, self.controller)
 
     def __enter__(self) -> Throttle:

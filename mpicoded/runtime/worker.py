@@ -182,7 +182,7 @@ class Worker:
                 self.dropped += len(tasks)  # purged before the first task began
                 self.trace_skipped(msg, tasks)
                 return
-        repeat = delay.compute_factor(setup.worker, msg.iteration)
+        repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
         pieces = setup.pieces
         last_sent = time.perf_counter()
         queue = deque(tasks)

@@ -16,7 +16,7 @@ from mpicoded.throttle import (
     controller_candidates,
     group_name,
     join_command,
-    parse_rank_throttle,
+    parse_schedule,
     parse_throttle,
     quota_period,
     remove_groups,
@@ -56,11 +56,12 @@ def test_parse_bad_specs_name_the_item(spec, message):
 
 
 def test_rank_specs_are_ranks_in_range():
-    assert parse_rank_throttle("0=0.5,6=0.1", 7) == {0: 0.5, 6: 0.1}
+    schedule = parse_schedule("0=0.5,6=0.1", 7)
+    assert schedule.static and schedule.base == {0: 0.5, 6: 0.1}
     with pytest.raises(ValueError, match=r"'7=0.5': rank 7 is out of range: allowed 0..6"):
-        parse_rank_throttle("7=0.5", 7)
+        parse_schedule("7=0.5", 7)
     with pytest.raises(ValueError, match=r"'h1=0.5': RANK must be a rank number 0..6"):
-        parse_rank_throttle("h1=0.5", 7)
+        parse_schedule("h1=0.5", 7)
     with pytest.raises(ValueError, match="rank -1 is out of range"):
         check_rank_throttle({-1: 0.5}, 4)
     with pytest.raises(ValueError, match="FRACTION must be"):
@@ -157,10 +158,10 @@ def test_mpirun_command_puts_throttled_ranks_in_their_groups():
 
 def test_launcher_cli_options():
     opts = parse_cli(["-n", "3", "--ft", "--throttle", "1=0.2", "--", "-m", "mpicoded.train"])
-    assert (opts.ranks, opts.ft, opts.throttle, opts.args) == (3, True, {1: 0.2},
-                                                               ["-m", "mpicoded.train"])
+    assert (opts.ranks, opts.ft, opts.throttle.base, opts.args) == (3, True, {1: 0.2},
+                                                                    ["-m", "mpicoded.train"])
     opts = parse_cli(["--throttle=2=0.5,1=1", "-m", "mpicoded.train", "--ft"])
-    assert (opts.ranks, opts.ft, opts.throttle) == (21, False, {2: 0.5, 1: 1.0})
+    assert (opts.ranks, opts.ft, opts.throttle.base) == (21, False, {2: 0.5, 1: 1.0})
     assert opts.args == ["-m", "mpicoded.train", "--ft"]  # after the program: Python's
     assert parse_cli(["--help"]) is None
     for argv, message in [(["-n", "x", "a.py"], "-n 'x': expected a number of ranks"),
@@ -174,8 +175,9 @@ def test_launcher_cli_options():
 def test_launcher_cli_error_is_one_line_and_status_2(capsys):
     assert main(["-n", "3", "--throttle", "2=abc", "--", "-m", "mpicoded.train"]) == 2
     err = capsys.readouterr().err
-    assert err == ("mpicoded.launcher: error: --throttle '2=abc': expected RANK=FRACTION"
-                   "[,RANK=FRACTION...], FRACTION a number in [0.001, 1], e.g. 2=0.25\n")
+    assert err == ("mpicoded.launcher: error: --throttle '2=abc': expected RANK=FRACTION, "
+                   "RANK=FRACTION@START-END, workers=FRACTION or move=FRACTION/PERIOD[/SEED], "
+                   "e.g. 2=0.25\n")
 
 
 def test_quota_files_written_as_the_kernel_reads_them(tmp_path):
@@ -196,3 +198,63 @@ def test_quota_files_written_as_the_kernel_reads_them(tmp_path):
     assert control.read_text() == "cpu memory\n"
     Controller(1, tmp_path).enable(tmp_path)  # v1: nothing to enable
     assert control.read_text() == "cpu memory\n"
+
+
+def test_a_schedule_caps_every_worker_and_moves_a_straggler_among_them():
+    """workers=0.3 holds every worker rank at 0.3 of a core (machines of one size); move= puts
+    a different seeded random worker at 0.015 every 0.4 s; 2=0.05@1-2 slows rank 2 in a window."""
+    schedule = parse_schedule("workers=0.3,move=0.015/0.4/3", 7)
+    assert not schedule.static and schedule.ranks == [1, 2, 3, 4, 5, 6]
+    slow = []
+    for k in range(20):
+        shares = schedule.at(0.4 * k + 0.2)
+        (rank,) = [r for r, f in shares.items() if f == 0.015]
+        assert all(f == 0.3 for r, f in shares.items() if r != rank)
+        slow.append(rank)
+    assert all(a != b for a, b in zip(slow, slow[1:], strict=False)) and len(set(slow)) >= 4
+    assert schedule.next_change(0.5) == pytest.approx(0.8)
+    window = parse_schedule("2=0.05@1-2.5", 4)
+    assert window.at(0.5) == {2: 1.0} and window.at(1.0) == {2: 0.05} and window.at(2.5) == {2: 1.0}
+    assert window.next_change(0.0) == 1.0 and window.next_change(1.0) == 2.5
+    assert window.next_change(2.5) is None
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("move=0.05", "expected RANK=FRACTION"), ("move=0.05/0", "expected RANK=FRACTION"),
+    ("2=0.05@3-1", "expected RANK=FRACTION"), ("workers=2", "FRACTION must be"),
+])
+def test_bad_schedules_name_the_item(spec, message):
+    with pytest.raises(ValueError, match=message):
+        parse_schedule(spec, 4)
+
+
+def test_a_throttle_follows_its_schedule(tmp_path):
+    """The follower thread writes each change to the group's quota file (a fake v2 hierarchy)."""
+    from mpicoded.throttle import Controller, Throttle
+
+    schedule = parse_schedule("1=0.5@0.1-0.4", 3)
+    throttle = Throttle({}, controller=Controller(2, tmp_path), name="mpicoded-test",
+                        schedule=schedule)
+    (tmp_path / "cgroup.subtree_control").write_text("cpu")
+    throttle.path.mkdir()
+    (throttle.path / "cgroup.subtree_control").write_text("cpu")
+    throttle.group(1).mkdir()
+    quota = throttle.group(1) / "cpu.max"
+    throttle.follow()
+    try:
+        assert wait_for(lambda: quota.exists() and quota.read_text() == "10000 20000")
+        assert wait_for(lambda: quota.read_text() == "20000 20000")  # back to a whole core
+    finally:
+        throttle.stop()
+
+
+def wait_for(condition, seconds=5.0):
+    """Whether ``condition()`` held within ``seconds`` (polled)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -87,7 +87,8 @@ def shown(loss: float | None) -> str:
 
 
 def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
-               master_max_pending: int = 0, chunk_rows: int = 0, placed_bytes: int = 0) -> dict:
+               master_max_pending: int = 0, chunk_rows: int = 0, placed_bytes: int = 0,
+               master_result_cpu: tuple[float, int] = (0.0, 0)) -> dict:
     """The final metrics line: config, code, totals and the makespan."""
     records = result.records
     wall = [r.wall_s for r in records]
@@ -110,12 +111,16 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
         **{f"total_{k}": v for k, v in result.totals.items()},
         "worker_dropped_tasks": sum(c[2] for c in result.worker_counters.values()),
         "worker_computed_tasks": sum(c[0] for c in result.worker_counters.values()),
+        "worker_computed_rows": sum(c[3] for c in result.worker_counters.values()),
         "workers": [{"rank": w + 1, "computed_tasks": c[0], "sent_results": c[1],
-                     "dropped_tasks": c[2]} for w, c in sorted(result.worker_counters.items())],
+                     "dropped_tasks": c[2], "computed_rows": c[3]}
+                    for w, c in sorted(result.worker_counters.items())],
         **stream_summary(plan, result),
         "failed_workers": int(result.totals.get("failed_workers", 0)),
         "recodes": result.recodes,
         "master_max_pending_sends": master_max_pending,
+        "master_cpu_per_result_us": (1e6 * master_result_cpu[0] / master_result_cpu[1]
+                                     if master_result_cpu[1] else None),
         "master_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "final_theta": [float(v) for v in result.theta] if len(result.theta) <= 1000 else None,
     }

@@ -22,6 +22,10 @@
   ranks with uncoded K = 12 partitions, no spare task (uniform vs adaptive).
 - ``dispatch``: tasks a second the master sustains with zero-work tasks (ucmmc r = 3, 20
   workers) against mpi4py.futures.MPIPoolExecutor running as many no-op tasks on the same ranks.
+- ``straggler-tax``: real slow ranks (cgroups, root), 7 ranks, logreg: every scheme's time
+  under no, one fixed, one moving and two fixed stragglers over uncoded's with none, capped
+  (every worker at ``--cap`` of a core, as machines of one size) and uncapped; rows computed,
+  messages, rank 0's CPU a result; PNGs of the taxes and of loss against wall time.
 - ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
   uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
   messages.
@@ -45,6 +49,7 @@ from .paper001 import bench_paper001
 from .real import bench_real_stragglers
 from .runtime import OVERHEAD_SIZES, bench_overhead, bench_purge, parse_sizes
 from .simscale import bench_sim_scale
+from .tax import bench_straggler_tax
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purge": bench_purge,
@@ -57,10 +62,12 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "real-stragglers": bench_real_stragglers,
     "pagerank": bench_pagerank,
     "dispatch": bench_dispatch,
+    "straggler-tax": bench_straggler_tax,
 }
+DEFAULT_SAMPLES = {"real-stragglers": 600000, "straggler-tax": 240000}
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
                       "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
-                      "dispatch": 200}
+                      "dispatch": 200, "straggler-tax": 30}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,11 +95,15 @@ def main(argv: list[str] | None = None) -> int:
                    "but the runtime's own overhead then weighs more); default 0.1")
     p.add_argument("--task-time", type=float, default=0.02,
                    help="purge: seconds per unit of work; default 0.02")
-    p.add_argument("--samples", type=int, default=600000,
-                   help="real-stragglers: logreg rows on 7 ranks (a quarter on 21); default "
-                   "600000 (x 100 features)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="real-stragglers: logreg rows on 7 ranks (a quarter on 21), default "
+                   "600000; straggler-tax: logreg rows, default 240000 (x 100 features)")
+    p.add_argument("--cap", type=float, default=0.3,
+                   help="straggler-tax: every worker's share of a core in the capped setting "
+                   "(the straggler gets --small-fraction of it); default 0.3")
     p.add_argument("--small-fraction", type=float, default=0.05,
-                   help="real-stragglers: CPU quota of the slow rank among 7; default 0.05")
+                   help="real-stragglers: CPU quota of the slow rank among 7; straggler-tax: the "
+                   "straggler's share of what the others get; default 0.05")
     p.add_argument("--large-fraction", type=float, default=0.25,
                    help="real-stragglers: CPU quota of the 4 slow ranks among 21; default 0.25")
     p.add_argument("--nodes", type=int, default=120000,
@@ -113,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--repeats {args.repeats} is out of range: allowed >= 1")
     if args.iterations is None:
         args.iterations = DEFAULT_ITERATIONS.get(args.scenario, 0)
+    if args.samples is None:
+        args.samples = DEFAULT_SAMPLES.get(args.scenario, 0)
     out = SCENARIOS[args.scenario](args)
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, **out}, indent=2) + "\n")

@@ -7,15 +7,16 @@ import tempfile
 from pathlib import Path
 
 from ..launcher import run_mpi
+from ..throttle import Schedule
 
 TIMEOUT_S = 600
 AGREE, DISAGREE = 0.10, 0.15  # MPI against the simulator: the goal, and where a bench fails
 
 
 def train_run(ranks: int, flags: list[str], records: bool = False,
-              throttle: dict[int, float] | None = None) -> dict:
+              throttle: dict[int, float] | Schedule | None = None) -> dict:
     """One mpicoded.train run; its final run record (with ``"iterations_records"`` if asked).
-    ``throttle`` puts ranks under CPU quotas (real slow ranks; root)."""
+    ``throttle`` puts ranks under CPU quotas, fixed or on a schedule (real slow ranks; root)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
         done = run_mpi(ranks, ["-m", "mpicoded.train", *flags, "--quiet", "--metrics", str(path)],

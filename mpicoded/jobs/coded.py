@@ -296,6 +296,12 @@ class CodedGradient(Coded):
             return np.ones(self.code.n_partitions)
         return np.array([_entries(p) for p in self.parts], dtype=np.float64)
 
+    def describe(self) -> dict[str, Any]:
+        facts = super().describe()
+        if self.parts and not self.data_coded:  # the rows a run's workers compute, against
+            facts["data_rows"] = int(sum(_rows(p) for p in self.parts))
+        return facts
+
     def entries(self) -> tuple[np.ndarray, float]:
         """A task computes every partition of its support: their entries add up."""
         sizes = self._partition_entries

@@ -267,8 +267,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
     if not args.quiet:
         print(_banner(plan, n_workers), file=sys.stderr, flush=True)
-    warning = cost_warning(plan.job, plan.code)
-    if warning:
+    warning = None if args.partial == "on" else cost_warning(plan.job, plan.code)
+    if warning:  # partial work computes pieces of a partition, whatever the code
         print(f"mpicoded: warning: {warning}", file=sys.stderr, flush=True)
     checkpoint = None
     if args.checkpoint:
@@ -301,7 +301,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     start_loss = plan.job.loss(master.theta)
     result = master.run(args.iterations, plan.arrivals_s, resume)
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
-                               master.chunk_rows, master.placed_bytes)
+                               master.chunk_rows, master.placed_bytes,
+                               (master.result_cpu_s, master.results_handled))
     result.record["failovers"] = failovers
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = sorted(master.timed_out)

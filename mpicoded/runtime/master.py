@@ -60,7 +60,7 @@ class RunResult:
     losses: list[float | None]
     makespan_s: float
     totals: dict[str, float] = field(default_factory=dict)
-    worker_counters: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    worker_counters: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     jobs: list[JobRecord] = field(default_factory=list)
     recodes: int = 0
     job_thetas: list[np.ndarray] = field(default_factory=list)  # each served job's final theta
@@ -158,7 +158,11 @@ class Master:
         self.theta = job.theta0()
         self.records: list[IterationRecord] = []
         self.losses: list[float | None] = []
-        self.counters: dict[int, tuple[int, int, int]] = {}
+        self.counters: dict[int, tuple[int, int, int, int]] = {}
+        # rank 0's CPU for the results it handled (unpacking, the state machine, sends it
+        # triggered; not the receive), and how many: master CPU a result
+        self.result_cpu_s = 0.0
+        self.results_handled = 0
         self.decoded: Decoded | None = None
         self.recode_needed = False
         self.recode_reason = ""
@@ -355,6 +359,7 @@ class Master:
             msg, src = got
             index = self.worker_of.get(src)
             if msg.tag == Tag.RESULT:
+                began = time.thread_time()
                 if index is None:  # a worker the current code no longer has
                     self.state.stale_results += msg.count
                     self.state.totals["stale_results"] += msg.count
@@ -366,6 +371,8 @@ class Master:
                     self.trace.add(msg.worker, entries, stale=not self.state.is_live(index))
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
                                                   self.clock(), msg.epoch))
+                self.result_cpu_s += time.thread_time() - began
+                self.results_handled += len(tasks)
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
                     self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),

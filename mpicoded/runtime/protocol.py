@@ -192,11 +192,12 @@ def trace_fields(msg: Message) -> np.ndarray:
     return _split_trace(msg, msg.payload)[1]
 
 
-def ack_fields(msg: Message) -> tuple[tuple[int, int, int], np.ndarray]:
-    """A STOP_ACK's counters (computed, sent, dropped) and trace entries."""
+def ack_fields(msg: Message) -> tuple[tuple[int, int, int, int], np.ndarray]:
+    """A STOP_ACK's counters (tasks computed, results sent, tasks dropped, rows computed) and
+    trace entries."""
     counters, trace = _split_trace(msg, msg.payload)
-    computed, sent, dropped = (int(v) for v in counters[:3])
-    return (computed, sent, dropped), trace
+    computed, sent, dropped, rows = (int(v) for v in counters[:4])
+    return (computed, sent, dropped, rows), trace
 
 
 def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,

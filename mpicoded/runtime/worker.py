@@ -85,6 +85,7 @@ class Worker:
         self.outbox = Outbox(comm)
         self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
+        self.rows = 0  # data rows computed (a purged task's share done included)
         # trace entries (TRACE_FIELDS) not sent yet; None: no trace
         self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
         self.trace_sent = time.perf_counter()  # when entries last left with a message
@@ -208,12 +209,15 @@ class Worker:
                 value = run_piece(self.kernel, setup.blocks[key], start, stop, theta,
                                   setup.result_size, repeat)
                 fraction, chunks = 1.0, 1
+                self.rows += stop - start
             else:
                 if setup.remote:
                     self.load(setup.blocks, setup.terms[task])
                 value, fraction, chunks = run_task(self.kernel, setup.blocks, setup.terms[task],
                                                    theta, setup.result_size, setup.chunk_rows,
                                                    repeat, self.interrupted)
+                self.rows += round(fraction * sum(self.kernel.rows(setup.blocks[key])
+                                                  for key, _ in setup.terms[task]))
             dropped = value is None
             if not dropped:
                 self.computed += 1
@@ -328,7 +332,8 @@ class Worker:
         self.dropped += self.inbox.skipped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
-                           counters=(self.computed, self.sent, self.dropped), trace=self.trace or ())
+                           counters=(self.computed, self.sent, self.dropped, self.rows),
+                           trace=self.trace or ())
         with failures_raised(self.comm):
             self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
 

@@ -67,13 +67,13 @@ def test_purge_names_its_iteration():
 
 
 def test_control_carries_counters():
-    msg = unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3)))
-    assert msg.worker == 3 and list(msg.payload) == [10, 7, 3]
-    assert ack_fields(msg)[0] == (10, 7, 3) and ack_fields(msg)[1].shape == (0, 8)
+    msg = unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3, 900)))
+    assert msg.worker == 3 and list(msg.payload) == [10, 7, 3, 900]
+    assert ack_fields(msg)[0] == (10, 7, 3, 900) and ack_fields(msg)[1].shape == (0, 8)
     entry = (1, 5, 2, 3, 1.0, 1.0, 0, DROPPED)
-    counters, trace = ack_fields(unpack(Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3),
-                                                                   trace=[entry])))
-    assert counters == (10, 7, 3) and np.array_equal(trace, [entry])
+    counters, trace = ack_fields(unpack(Tag.STOP_ACK, pack_control(
+        worker=3, counters=(10, 7, 3, 900), trace=[entry])))
+    assert counters == (10, 7, 3, 900) and np.array_equal(trace, [entry])
 
 
 def test_a_message_of_no_known_kind_is_refused_by_name():

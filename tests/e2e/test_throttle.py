@@ -141,3 +141,29 @@ def test_throttled_worker_is_purged_mid_task(tmp_path):
     a, b = np.array(slow_run["final_theta"]), np.array(whole["final_theta"])
     assert np.allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())
     assert groups_left(os.getpid()) == []
+
+
+def test_a_moving_throttle_changes_which_rank_is_slow(tmp_path):
+    """--throttle move=0.02/0.5/3: every 0.5 s a different worker rank is held to 2% of a core
+    while the run goes on. From the task records: for 30 iterations in a row one worker has
+    its task purged in (nearly) every iteration, and later another one does (by chance, with
+    each of a pair purged half the time, such a run has odds of about 1e-8)."""
+    from mpicoded.throttle import parse_schedule
+
+    metrics = tmp_path / "run.jsonl"
+    done = run_mpi(7, ["-m", "mpicoded.train", "--code", "frc", "--stragglers", "1", "--delay",
+                       "none", "--samples", "60000", "--features", "50", "--iterations", "500",
+                       "--loss-every", "0", "--quiet", "--metrics", str(metrics)], timeout=300,
+                   throttle=parse_schedule("move=0.02/0.5/3", 7))
+    assert done.returncode == 0, done.output[-3000:]
+    purged: dict[int, set[int]] = {}
+    for line in metrics.read_text().splitlines():
+        t = json.loads(line)
+        if t["record"] == "task" and t["outcome"] in ("purged", "dropped"):
+            purged.setdefault(t["iteration"], set()).add(t["worker"])
+    slow_in_turn = set()
+    for first in range(500 - 30):
+        for worker in range(6):
+            if sum(worker in purged.get(it, ()) for it in range(first, first + 30)) >= 29:
+                slow_in_turn.add(worker)
+    assert len(slow_in_turn) >= 2, purged

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..launcher import run_mpi
-from ..throttle import Schedule
+from ..throttle import Schedule, ThrottleError, find_controller
 
 TIMEOUT_S = 600
 AGREE, DISAGREE = 0.10, 0.15  # MPI against the simulator: the goal, and where a bench fails
@@ -67,3 +67,11 @@ def agreement(points: list[tuple[str, float, float]]) -> list[str]:
 def float_list(text: str) -> list[float]:
     """A comma-separated list of numbers (a bench flag)."""
     return [float(v) for v in text.split(",") if v.strip()]
+
+
+def needs_quotas(scenario: str) -> None:
+    """Exit with one line unless CPU quotas can be set (root, a cgroup cpu controller)."""
+    try:
+        find_controller()
+    except ThrottleError as exc:
+        raise SystemExit(f"{scenario} needs CPU quotas: {exc}") from None

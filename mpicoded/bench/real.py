@@ -22,8 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..throttle import ThrottleError, find_controller
-from .common import have_matplotlib, table, train_run
+from .common import have_matplotlib, needs_quotas, table, train_run
 
 SMALL = {  # 7 ranks
     "uncoded": ["--code", "uncoded"],
@@ -77,10 +76,7 @@ HEADER = ["scheme", "mean it (ms)", "job done (s)", "makespan (s)", "computed", 
 
 
 def bench_real_stragglers(args: argparse.Namespace) -> dict:
-    try:
-        find_controller()
-    except ThrottleError as exc:
-        raise SystemExit(f"real-stragglers needs CPU quotas: {exc}") from None
+    needs_quotas("real-stragglers")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     its = ["--iterations", str(args.iterations), "--seed", str(args.seed), "--delay", "none",

@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..throttle import Schedule, ThrottleError, find_controller, parse_schedule
-from .common import have_matplotlib, table, train_run
+from ..throttle import Schedule, parse_schedule
+from .common import have_matplotlib, needs_quotas, table, train_run
 
 RANKS = 7
 PATTERNS = ("none", "fixed", "moving", "two fixed")
@@ -65,10 +65,7 @@ def measure(flags: list[str], common: list[str], throttle: Schedule | None) -> d
 
 
 def bench_straggler_tax(args: argparse.Namespace) -> dict:
-    try:
-        find_controller()
-    except ThrottleError as exc:
-        raise SystemExit(f"straggler-tax needs CPU quotas: {exc}") from None
+    needs_quotas("straggler-tax")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     common = ["--job", "logreg", "--samples", str(args.samples), "--features", "100",

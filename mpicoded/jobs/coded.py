@@ -361,14 +361,38 @@ class CodedGradient(Coded):
         return np.asarray(self.job.step(theta, total, covered), dtype=np.float64)
 
 
-class CodedLinear(CodedGradient):
+class DataCoded:
+    """B applied to the data: task t holds one pre-encoded block, its own (``encode``d from
+    row t of B once, when first asked for), and costs one unit of work, like one partition."""
+
+    data_coded = True
+    code: Code
+    coded: dict[int, Block]
+
+    def task_cost(self) -> np.ndarray:
+        """A pre-coded block costs one unit, like one partition's."""
+        return np.ones(self.code.n_tasks)
+
+    def terms(self, task: int) -> Terms:
+        return ((int(task), 1.0),)
+
+    def block(self, key: int) -> Block:
+        """Task ``key``'s coded block."""
+        if key not in self.coded:
+            self.coded[key] = self.encode(self.code.B[key])
+        return self.coded[key]
+
+    def encode(self, coef: np.ndarray) -> Block:  # pragma: no cover - abstract
+        """The block of a task whose row of B is ``coef``."""
+        raise NotImplementedError
+
+
+class CodedLinear(DataCoded, CodedGradient):
     """B applied to data for a gradient linear in θ: partition j's value is A_j θ − b_j
     (``linear_form``), so task t holds (Σ_j B[t, j] A_j, Σ_j B[t, j] b_j) and computes one
     product, whatever the code's density (papers 000 and 001). With ``block_loss`` the loss
     rides along as c = Σ_j B[t, j] block_loss(partition j, 0): a linear gradient's loss is the
     quadratic ½ θᵀAθ − bᵀθ + c, so it is coded on the data too."""
-
-    data_coded = True
 
     def __init__(self, job: GradientJob, code: Code, parts: list[Any] | None = None) -> None:
         super().__init__(job, code, parts)
@@ -420,24 +444,14 @@ class CodedLinear(CodedGradient):
                                  "a linear job's block loss must be ½ θᵀAθ − bᵀθ + block_loss("
                                  "block, 0) (checked at a random θ)")
 
-    def task_cost(self) -> np.ndarray:
-        """A pre-coded block costs one unit, like one partition's."""
-        return np.ones(self.code.n_tasks)
-
-    def terms(self, task: int) -> Terms:
-        return ((int(task), 1.0),)
-
-    def block(self, key: int) -> Block:
-        """Task ``key``'s coded block: Σ_j B[key, j] (A_j, b_j, c_j) (sparse stays sparse)."""
-        if key not in self.coded:
-            coef = self.code.B[key]
-            support = np.flatnonzero(coef)
-            A: Any = sum(float(coef[j]) * self.forms[j][0] for j in support)
-            b = sum(float(coef[j]) * self.forms[j][1] for j in support)
-            c = sum(float(coef[j]) * self.forms[j][2] for j in support)
-            A = A.tocsr() if sp.issparse(A) else np.asarray(A, dtype=np.float64)
-            self.coded[key] = (A, np.asarray(b, dtype=np.float64), float(c))
-        return self.coded[key]
+    def encode(self, coef: np.ndarray) -> Block:
+        """Σ_j coef[j] (A_j, b_j, c_j) (sparse stays sparse)."""
+        support = np.flatnonzero(coef)
+        A: Any = sum(float(coef[j]) * self.forms[j][0] for j in support)
+        b = sum(float(coef[j]) * self.forms[j][1] for j in support)
+        c = sum(float(coef[j]) * self.forms[j][2] for j in support)
+        A = A.tocsr() if sp.issparse(A) else np.asarray(A, dtype=np.float64)
+        return A, np.asarray(b, dtype=np.float64), float(c)
 
     def local_block(self, key: int) -> Block:
         return self.block(key)
@@ -458,7 +472,7 @@ def _form_entries(A: Any) -> int:
     return int(A.nnz) if sp.issparse(A) else int(A.size)
 
 
-class CodedMatVec(Coded):
+class CodedMatVec(DataCoded, Coded):
     """B applied to data: A's rows in k blocks, task t holds sum_j B[t, j] A_j (padded to the
     longest block) and returns its product with x; the decode yields every block's product."""
 
@@ -491,21 +505,10 @@ class CodedMatVec(Coded):
             return sp.vstack([block, sp.csr_matrix((extra, self.dim))], format="csr")
         return np.vstack([block, np.zeros((extra, self.dim))])
 
-    def task_cost(self) -> np.ndarray:
-        """A pre-coded block costs one unit, like one partition's."""
-        return np.ones(self.code.n_tasks)
-
-    def terms(self, task: int) -> Terms:
-        return ((int(task), 1.0),)
-
-    def block(self, key: int) -> Block:
-        """Task ``key``'s coded block: sum_j B[key, j] A_j (sparse stays sparse)."""
-        if key not in self.coded:
-            coef = self.code.B[key]
-            support = np.flatnonzero(coef)
-            total = sum(float(coef[j]) * self.plain[j] for j in support)
-            self.coded[key] = total.tocsr() if self.sparse else np.asarray(total)
-        return self.coded[key]
+    def encode(self, coef: np.ndarray) -> Block:
+        """Σ_j coef[j] A_j (sparse stays sparse)."""
+        total = sum(float(coef[j]) * self.plain[j] for j in np.flatnonzero(coef))
+        return total.tocsr() if self.sparse else np.asarray(total)
 
     @cached_property
     def _nonzeros(self) -> tuple[np.ndarray, float]:

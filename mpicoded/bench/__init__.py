@@ -98,6 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=None,
                    help="real-stragglers: logreg rows on 7 ranks (a quarter on 21), default "
                    "600000; straggler-tax: logreg rows, default 240000 (x 100 features)")
+    p.add_argument("--ranks", type=int, default=7,
+                   help="straggler-tax: MPI ranks (a master and ranks - 1 workers); default 7")
+    p.add_argument("--schemes", default=None,
+                   help="straggler-tax: scheme names, comma-separated; default all")
+    p.add_argument("--patterns", default=None,
+                   help="straggler-tax: none, fixed, moving, two fixed (comma-separated); "
+                   "default all")
+    p.add_argument("--settings", default=None,
+                   help="straggler-tax: capped, uncapped (comma-separated); default both")
     p.add_argument("--cap", type=float, default=0.3,
                    help="straggler-tax: every worker's share of a core in the capped setting "
                    "(the straggler gets --small-fraction of it); default 0.3")

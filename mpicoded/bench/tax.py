@@ -1,7 +1,7 @@
 """The straggler tax: each scheme's time under a straggler pattern over uncoded's time with no
 straggler at all, on the same data and ranks (``../shared/design.md``).
 
-7 ranks, logreg, nothing injected (``--delay none``): real slow ranks under CPU quotas
+7 ranks (``--ranks``), logreg, nothing injected (``--delay none``): real slow ranks under CPU quotas
 (cgroups, root). Capped: every worker at the same share of a core, so that the ranks behave as
 separate machines of one size, the straggler at a fraction of that share; uncapped: the six
 workers share the cores, the straggler at that fraction of one core. Patterns: none, one fixed
@@ -21,7 +21,6 @@ from pathlib import Path
 from ..throttle import Schedule, parse_schedule
 from .common import have_matplotlib, needs_quotas, table, train_run
 
-RANKS = 7
 PATTERNS = ("none", "fixed", "moving", "two fixed")
 SCHEMES: dict[str, list[str]] = {
     "uncoded": ["--code", "uncoded"],
@@ -31,13 +30,13 @@ SCHEMES: dict[str, list[str]] = {
     "gfrc s=2": ["--code", "gfrc", "--stragglers", "2"],
     "gfrc s=2 partial": ["--code", "gfrc", "--stragglers", "2", "--partial", "on"],
     "gfrc s=5 partial": ["--code", "gfrc", "--stragglers", "5", "--partial", "on"],
-    "adaptive split": ["--code", "uncoded", "--partitions", "24", "--split", "adaptive"],
+    "adaptive split": ["--code", "uncoded", "--split", "adaptive"],  # 4 partitions a worker
 }
 PARTIAL = [name for name in SCHEMES if name.endswith("partial")]
 MOVE_PERIOD_S = 0.4
 
 
-def schedule(pattern: str, cap: float | None, fraction: float) -> Schedule | None:
+def schedule(pattern: str, cap: float | None, fraction: float, ranks: int) -> Schedule | None:
     """The throttle of a pattern: every worker at ``cap`` (None: uncapped), the straggler(s) at
     ``fraction`` of that."""
     slow = fraction * (cap or 1.0)
@@ -48,11 +47,13 @@ def schedule(pattern: str, cap: float | None, fraction: float) -> Schedule | Non
         items += [f"2={slow:g}", f"5={slow:g}"]
     elif pattern == "moving":
         items.append(f"move={slow:g}/{MOVE_PERIOD_S:g}/3")
-    return parse_schedule(",".join(items), RANKS) if items else None
+    return parse_schedule(",".join(items), ranks) if items else None
 
 
-def measure(flags: list[str], common: list[str], throttle: Schedule | None) -> dict:
-    run = train_run(RANKS, [*common, *flags], records=True, throttle=throttle)
+def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule | None) -> dict:
+    if "adaptive" in flags:
+        flags = [*flags, "--partitions", str(4 * (ranks - 1))]
+    run = train_run(ranks, [*common, *flags], records=True, throttle=throttle)
     its = run["iteration_records"]
     data_rows = run["job"].get("data_rows")
     return {"mean_iteration_s": run["mean_iteration_s"], "makespan_s": run["makespan_s"],
@@ -71,20 +72,28 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
     common = ["--job", "logreg", "--samples", str(args.samples), "--features", "100",
               "--delay", "none", "--iterations", str(args.iterations), "--seed",
               str(args.seed), "--loss-every", "0"]
-    n = RANKS - 1
+    ranks = args.ranks
+    n = ranks - 1
     limit = n / (n - 1 + args.small_fraction)
-    result: dict = {"settings": {"ranks": RANKS, "samples": args.samples,
+    result: dict = {"settings": {"ranks": ranks, "samples": args.samples,
                                  "iterations": args.iterations, "cap": args.cap,
                                  "fraction": args.small_fraction, "limit": limit}}
     summary: dict = {}
-    for setting, cap in (("capped", args.cap), ("uncapped", None)):
+    schemes = {name: SCHEMES[name] for name in chosen(args.schemes, SCHEMES, "--schemes")}
+    patterns = chosen(args.patterns, PATTERNS, "--patterns")
+    settings = {"capped": args.cap, "uncapped": None}
+    if "uncoded" not in schemes or "none" not in patterns:
+        raise SystemExit("straggler-tax: the tax is over uncoded with no straggler: --schemes "
+                         "needs uncoded and --patterns none")
+    for setting in chosen(args.settings, settings, "--settings"):
+        cap = settings[setting]
         runs: dict = {}
-        for pattern in PATTERNS:
-            for name, flags in SCHEMES.items():
+        for pattern in patterns:
+            for name, flags in schemes.items():
                 print(f"[bench] straggler-tax {setting}, {pattern}: {name} ...", file=sys.stderr,
                       flush=True)
                 runs[f"{name} | {pattern}"] = measure(
-                    flags, common, schedule(pattern, cap, args.small_fraction))
+                    ranks, flags, common, schedule(pattern, cap, args.small_fraction, ranks))
         base = runs["uncoded | none"]
         rows = []
         for key, run in runs.items():
@@ -95,47 +104,58 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
                          f"{run['iteration_tax']:.2f}", f"{run['makespan_tax']:.2f}",
                          "-" if run["rows_over_data"] is None else f"{run['rows_over_data']:.2f}",
                          f"{run['messages_an_iteration']:.1f}",
-                         f"{run['master_cpu_per_result_us']:.1f}"])
+                         f"{run['master_cpu_per_result_us'] or 0:.1f}"])
         what = (f"every worker at {cap:g} of a core, the straggler at {args.small_fraction:g} "
                 "of that" if cap else f"uncapped, the straggler at {args.small_fraction:g} of a "
                 "core")
-        print(f"\nstraggler tax, {setting} ({what}): {RANKS} ranks, logreg {args.samples} x 100, "
+        print(f"\nstraggler tax, {setting} ({what}): {ranks} ranks, logreg {args.samples} x 100, "
               f"{args.iterations} iterations; uncoded with no straggler "
               f"{base['mean_iteration_s'] * 1e3:.1f} ms an iteration, {base['makespan_s']:.2f} s")
         print(table(["scheme", "pattern", "it (ms)", "it tax", "makespan tax", "rows/data",
                      "msgs/it", "master us/result"], rows))
-        best = {p: min(runs[f"{s} | {p}"]["makespan_tax"] for s in PARTIAL) for p in PATTERNS}
-        summary[setting] = {"best_partial_makespan_tax": best,
-                            "gfrc_s2_partial_two_fixed": runs["gfrc s=2 partial | two fixed"][
-                                "makespan_tax"],
-                            "partial_rows_over_data_none": max(
-                                runs[f"{s} | none"]["rows_over_data"] for s in PARTIAL)}
+        partial = [name for name in PARTIAL if name in schemes]
+        summary[setting] = {"best_partial_makespan_tax": {
+            p: min(runs[f"{s} | {p}"]["makespan_tax"] for s in partial) for p in patterns}
+            if partial else {}}
+        if "gfrc s=2 partial" in schemes and "two fixed" in patterns:
+            summary[setting]["gfrc_s2_partial_two_fixed"] = runs[
+                "gfrc s=2 partial | two fixed"]["makespan_tax"]
+        if partial and "none" in patterns:
+            summary[setting]["partial_rows_over_data_none"] = max(
+                runs[f"{s} | none"]["rows_over_data"] for s in partial)
         result[setting] = runs
-    capped = summary["capped"]
-    print(f"\ncapped: best partial makespan tax {capped['best_partial_makespan_tax']} (goals: <= "
-          f"1.3 fixed and moving, <= 1.05 none; limit {limit:.2f}); gfrc s=2 partial under two "
-          f"fixed {capped['gfrc_s2_partial_two_fixed']:.2f} (goal <= 1.6); partial rows over "
-          f"data with no straggler {capped['partial_rows_over_data_none']:.2f} (goal <= 1.1)")
+    for setting, numbers in summary.items():
+        print(f"\n{setting}: {json.dumps(numbers)} (goals, capped: best partial makespan tax "
+              f"<= 1.3 fixed and moving, <= 1.05 none, limit {limit:.2f}; gfrc s=2 partial "
+              "<= 1.6 under two fixed; partial rows over data <= 1.1 with none)")
     result["summary"] = summary
     (out_dir / "straggler-tax.json").write_text(json.dumps(result, indent=1))
     print(f"raw numbers: {out_dir / 'straggler-tax.json'}")
-    if have_matplotlib():
-        plot(result, out_dir)
+    if have_matplotlib() and set(settings) <= set(result) and "moving" in patterns:
+        plot(result, out_dir, list(schemes), patterns)
         print(f"plots: {out_dir / 'straggler-tax.png'}, {out_dir / 'straggler-tax-loss.png'}")
     return summary
 
 
-def plot(result: dict, out_dir: Path) -> None:
+def chosen(given: str | None, known, flag: str) -> list[str]:
+    """The comma-separated names of ``given`` (all of ``known`` if None), each checked."""
+    names = list(known) if given is None else [n.strip() for n in given.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise SystemExit(f"straggler-tax {flag} {given!r}: allowed {', '.join(known)}")
+    return names
+
+
+def plot(result: dict, out_dir: Path, names: list[str], patterns: list[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(15, 4.8), sharey=True)
-    names = list(SCHEMES)
-    width = 0.8 / len(PATTERNS)
+    width = 0.8 / len(patterns)
     for ax, setting in zip(axes, ("capped", "uncapped"), strict=True):
-        for k, pattern in enumerate(PATTERNS):
+        for k, pattern in enumerate(patterns):
             ax.bar([i + k * width for i in range(len(names))],
                    [result[setting][f"{s} | {pattern}"]["makespan_tax"] for s in names], width,
                    label=pattern)

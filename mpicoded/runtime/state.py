@@ -235,7 +235,10 @@ class MasterState:
     def _hand_over(self, idle: list[int]) -> list[Action]:
         """Partial work: each of ``idle`` that owes nothing more takes over the far half of the
         largest share still owed among the partitions it holds (all of a dead worker's), so a
-        slow holder and its helper meet in the middle instead of repeating each other."""
+        slow holder and its helper meet in the middle instead of repeating each other. The half
+        is rounded up: the last piece a slow holder owes (it may be computing it at a twentieth
+        of the speed) goes to the idle one too. The holder is told its shortened list, so it
+        does not go on into pieces now another's."""
         cur = self.current
         assert cur is not None
         pieces, holds = self.code.params["pieces"], self.code.params["holds"]
@@ -247,14 +250,14 @@ class MasterState:
             orphans = sorted(t for t in range(self.code.n_tasks)
                              if t not in cur.decoder.seen and cur.owner.get(t) not in self._live
                              and pieces[t].partition in mine)
-            taken = orphans
+            taken, victim = orphans, -1
             if not taken:
                 best: list[int] = []
-                for victim in sorted(self._live - {thief}):
-                    owed = [t for t in self._owed(victim) if pieces[t].partition in mine]
+                for other in sorted(self._live - {thief}):
+                    owed = [t for t in self._owed(other) if pieces[t].partition in mine]
                     if len(owed) > len(best):
-                        best = owed
-                taken = best[len(best) - len(best) // 2:][::-1]  # the far half, far end first
+                        best, victim = owed, other
+                taken = best[len(best) // 2:][::-1]  # the far half, far end first
             if not taken:
                 continue
             for t in taken:
@@ -262,6 +265,11 @@ class MasterState:
             cur.lists[thief], cur.reported[thief] = list(taken), 0
             cur.outstanding.setdefault(thief, set()).update(taken)
             actions.append(SendAssign(thief, cur.job, cur.iteration, tuple(taken), self.epoch))
+            if victim >= 0:
+                left = self._owed(victim)  # what is still its own, in its order
+                cur.lists[victim], cur.reported[victim] = left, 0
+                actions.append(SendAssign(victim, cur.job, cur.iteration, tuple(left),
+                                          self.epoch))
         return actions
 
     def _decoded(self, now: float) -> list[Action]:

@@ -90,6 +90,7 @@ class Worker:
         self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
         self.trace_sent = time.perf_counter()  # when entries last left with a message
         self.slot = 0  # the next task's slot in the iteration under way
+        self.pieces_done: set[int] = set()  # partial work: pieces computed in the iteration
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
 
@@ -186,9 +187,10 @@ class Worker:
         repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
         pieces = setup.pieces
         last_sent = time.perf_counter()
-        queue = deque(tasks)
         if not resumed:
             self.slot = 0  # a task's slot in the iteration (its delay's key), pieces handed on
+            self.pieces_done = set()  # this iteration's, sent or about to be
+        queue = deque(t for t in tasks if t not in self.pieces_done)  # a list handed back
         while queue:
             task = queue.popleft()
             i, self.slot = self.slot, self.slot + 1
@@ -199,17 +201,21 @@ class Worker:
             if i and self.interrupted():  # between tasks, as between chunks
                 value, fraction, chunks = None, 0.0, 0
             elif pieces is not None:
-                if self.inbox.assigned is not None:  # moved to pieces of a slower holder
+                if self.inbox.assigned is not None:  # pieces handed to it, or taken away
                     if done_tasks:
                         self.send_result(msg, done_tasks, done_values, unsent)
                         done_tasks, done_values, unsent = [], [], []
-                    queue = deque(self.inbox.take_assigned())
+                    queue = deque(t for t in self.inbox.take_assigned()
+                                  if t not in self.pieces_done)
+                    if not queue:  # every piece it had left went to idle holders
+                        return
                     task = queue.popleft()
                 key, start, stop = pieces[task]
                 value = run_piece(self.kernel, setup.blocks[key], start, stop, theta,
                                   setup.result_size, repeat)
                 fraction, chunks = 1.0, 1
                 self.rows += stop - start
+                self.pieces_done.add(task)
             else:
                 if setup.remote:
                     self.load(setup.blocks, setup.terms[task])

@@ -99,30 +99,29 @@ def test_a_code_with_real_coefficients_is_refused(name, params):
 def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
     """The state machine on partial frc (workers 0 and 1 hold partitions 0 and 1): worker 0
     sends two pieces of its share and nothing more. Worker 1, done with its own, is handed the
-    far half of what worker 0 still owes, far end first; then half of the rest, and so on, until
-    the decode, which uses worker 0's two pieces, counts every row once and purges worker 0."""
+    far half (rounded up) of what worker 0 still owes, far end first, and worker 0 is told the
+    rest is its list; then half of that, and so on, to the last piece: the decode never waits
+    for the slow one, uses its two pieces and counts every row once."""
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, each = values_of(part, np.random.default_rng(4))
     state = MasterState(part)
     state.start_iteration(0, 0, 0.0)
     share = list(part.schedule[0])
     assert state.on_result(0, 0, 0, share[:2], vals[share[:2]], 1.0) == []
-    for w in (3, 2, 5, 4):  # the second of a pair finds nothing left to take over
+    for w in (3, 2, 5, 4):  # pairs: the first done takes half of its partner's share
         done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
                                2.0)
-        assert [a.worker for a in done] == [] if w in (2, 4) else [w]
+        assert sorted(a.worker for a in done) == ([] if w in (2, 4) else [w - 1, w])
     actions = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
-    owed = share[2:]
-    handed = []
-    while actions:  # until worker 0 owes a single piece (the one it computes now)
-        (assign,) = actions
-        assert isinstance(assign, SendAssign) and assign.worker == 1
-        assert list(assign.tasks) == owed[len(owed) - len(owed) // 2:][::-1]  # far half, down
-        handed.append(len(assign.tasks))
-        owed = owed[: len(owed) - len(owed) // 2]
-        actions = state.on_result(1, 0, 0, list(assign.tasks), vals[list(assign.tasks)], 3.0)
-    assert handed == [4, 2, 1, 1] and len(owed) == 1
-    actions = state.on_result(0, 0, 0, owed, vals[owed], 4.0)  # worker 0's last piece
+    owed, handed = share[2:], []
+    while not any(isinstance(a, Decoded) for a in actions):
+        assigned = {a.worker: a.tasks for a in actions if isinstance(a, SendAssign)}
+        k = len(owed) // 2
+        assert list(assigned[1]) == owed[k:][::-1] and list(assigned[0]) == owed[:k]
+        handed.append(len(assigned[1]))
+        owed = owed[:k]
+        actions = state.on_result(1, 0, 0, list(assigned[1]), vals[list(assigned[1])], 3.0)
+    assert handed == [5, 2, 1, 1] and owed == []
     decoded = next(a for a in actions if isinstance(a, Decoded))
     assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
     assert set(share[:2]) <= state.current.decoder.used
@@ -136,10 +135,10 @@ def test_a_dead_holders_pieces_are_handed_to_an_idle_one():
     for w in (3, 2, 5, 4, 1):
         done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
                                1.0)
-    (far,) = done  # worker 1 takes the far half of worker 0's share
+    far = next(a for a in done if a.worker == 1)  # worker 1 takes the far half of 0's share
     assert state.on_worker_failed(0) == []  # worker 1 is busy: the rest waits for it
     (rest,) = state.on_result(1, 0, 0, list(far.tasks), vals[list(far.tasks)], 2.0)
-    assert sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])  # the dead one's, all
+    assert rest.worker == 1 and sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])
     decoded = state.on_result(1, 0, 0, list(rest.tasks), vals[list(rest.tasks)], 3.0)
     assert isinstance(decoded[-1], Decoded)
 

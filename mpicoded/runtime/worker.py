@@ -205,8 +205,10 @@ class Worker:
                     if done_tasks:
                         self.send_result(msg, done_tasks, done_values, unsent)
                         done_tasks, done_values, unsent = [], [], []
+                    mine = {task, *queue}
                     queue = deque(t for t in self.inbox.take_assigned()
                                   if t not in self.pieces_done)
+                    self.dropped += len(mine.difference(queue))  # handed to idle holders
                     if not queue:  # every piece it had left went to idle holders
                         return
                     task = queue.popleft()

@@ -30,9 +30,11 @@ from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, pa
 class MPIRunTimeout(RuntimeError):
     """mpirun did not finish in time; its process group was killed."""
 
-    def __init__(self, timeout: float, output: str) -> None:
-        super().__init__(f"mpirun timed out after {timeout:.0f}s; last output:\n{output[-3000:]}")
+    def __init__(self, timeout: float, output: str, processes: str = "") -> None:
+        super().__init__(f"mpirun timed out after {timeout:.0f}s; last output:\n{output[-3000:]}"
+                         + (f"\nstill running then:\n{processes}" if processes else ""))
         self.output = output
+        self.processes = processes
 
 
 @dataclass(frozen=True)
@@ -163,12 +165,31 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        processes = descendants(proc.pid)
         kill_group(proc)
         out, _ = proc.communicate()
-        raise MPIRunTimeout(timeout, out or "") from None
+        raise MPIRunTimeout(timeout, out or "", processes) from None
     finally:
         _release(proc)
     return Completed(proc.returncode, out)
+
+
+def descendants(pid: int) -> str:
+    """``ps`` lines of a process and everything under it (state, kernel wait, command): what a
+    hung run was doing when it was given up on."""
+    try:
+        table = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,stat=,wchan:24=,etime=,args="],
+                               capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    rows = [line.split(None, 2) + [line] for line in table.splitlines() if line.strip()]
+    keep = {pid}
+    for _ in range(len(rows)):  # parents precede children in no particular order: repeat
+        grown = {int(r[0]) for r in rows if int(r[1]) in keep} - keep
+        if not grown:
+            break
+        keep |= grown
+    return "\n".join(r[-1] for r in rows if int(r[0]) in keep)
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -1,9 +1,10 @@
 """PageRank of a graph file with coded matrix-vector products:
 ``mpirun -n 7 python -m mpicoded.examples.pagerank [EDGES.txt]``. EDGES.txt is an edge list as
 SNAP writes it (e.g. web-Google.txt); without one, a synthetic power-law graph is written to a
-temporary file first, to show the whole path.
+temporary file first (removed at the end), to show the whole path.
 """
 
+import os
 import sys
 import tempfile
 
@@ -25,10 +26,14 @@ def example_graph() -> str:
 
 if __name__ == "__main__":
     graph = sys.argv[1] if len(sys.argv) > 1 else example_graph()
-    job = PageRank(graph=graph)
-    # sparse code, target each: a coded block mixes 3 partitions' rows, so it stays sparse
-    result = mpicoded.run(job, code="sparse", target="each", redundancy=1.5, iterations=40,
-                          delay="seed001", time_scale=0.05, quiet=True)
+    try:
+        job = PageRank(graph=graph)
+        # sparse code, target each: a coded block mixes 3 partitions' rows, so it stays sparse
+        result = mpicoded.run(job, code="sparse", target="each", redundancy=1.5, iterations=40,
+                              delay="seed001", time_scale=0.05, quiet=True)
+    finally:
+        if len(sys.argv) == 1:
+            os.unlink(graph)
     if result is not None:
         print(f"pagerank of {job.n} nodes: residual {result.losses[-1]:.2e}, "
               f"sum {result.theta.sum():.6f}")

@@ -83,9 +83,13 @@ def test_throttled_rank_is_in_its_group_and_slower(tmp_path):
 
 
 def test_groups_are_removed_after_a_timeout(tmp_path):
-    with pytest.raises(MPIRunTimeout):
+    """The groups go, and the error lists what was still running: all three ranks' pythons."""
+    with pytest.raises(MPIRunTimeout) as timed_out:
         run_mpi(3, [probe(tmp_path, 10, hang=True)], timeout=8, throttle={1: 0.2})
     assert groups_left(os.getpid()) == []
+    ranks = [line for line in timed_out.value.processes.splitlines()
+             if "probe.py" in line and "prterun" not in line]
+    assert len(ranks) == 3, timed_out.value.processes
 
 
 def test_bad_rank_is_refused_before_anything_starts(tmp_path):

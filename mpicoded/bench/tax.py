@@ -29,7 +29,8 @@ SCHEMES: dict[str, list[str]] = {
     "gfrc s=1 partial": ["--code", "gfrc", "--stragglers", "1", "--partial", "on"],
     "gfrc s=2": ["--code", "gfrc", "--stragglers", "2"],
     "gfrc s=2 partial": ["--code", "gfrc", "--stragglers", "2", "--partial", "on"],
-    "gfrc s=5 partial": ["--code", "gfrc", "--stragglers", "5", "--partial", "on"],
+    "spread s=1 partial": ["--code", "spread", "--stragglers", "1", "--partial", "on"],
+    "spread s=2 partial": ["--code", "spread", "--stragglers", "2", "--partial", "on"],
     "adaptive split": ["--code", "uncoded", "--split", "adaptive"],  # 4 partitions a worker
 }
 PARTIAL = [name for name in SCHEMES if name.endswith("partial")]
@@ -117,16 +118,17 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
         summary[setting] = {"best_partial_makespan_tax": {
             p: min(runs[f"{s} | {p}"]["makespan_tax"] for s in partial) for p in patterns}
             if partial else {}}
-        if "gfrc s=2 partial" in schemes and "two fixed" in patterns:
-            summary[setting]["gfrc_s2_partial_two_fixed"] = runs[
-                "gfrc s=2 partial | two fixed"]["makespan_tax"]
+        for name in ("gfrc s=2 partial", "spread s=2 partial"):
+            if name in schemes and "two fixed" in patterns:
+                summary[setting][f"{name.replace(' ', '_')}_two_fixed"] = runs[
+                    f"{name} | two fixed"]["makespan_tax"]
         if partial and "none" in patterns:
             summary[setting]["partial_rows_over_data_none"] = max(
                 runs[f"{s} | none"]["rows_over_data"] for s in partial)
         result[setting] = runs
     for setting, numbers in summary.items():
         print(f"\n{setting}: {json.dumps(numbers)} (goals, capped: best partial makespan tax "
-              f"<= 1.3 fixed and moving, <= 1.05 none, limit {limit:.2f}; gfrc s=2 partial "
+              f"<= 1.3 fixed and moving, <= 1.05 none, limit {limit:.2f}; s=2 partial "
               "<= 1.6 under two fixed; partial rows over data <= 1.1 with none)")
     result["summary"] = summary
     (out_dir / "straggler-tax.json").write_text(json.dumps(result, indent=1))

@@ -12,6 +12,7 @@ from .decoders import GenericDecoder, IntervalDecoder, PeelingDecoder
 from .frc import make_frc, make_gfrc
 from .mds import make_mds
 from .sparse import make_sparse
+from .spread import make_spread
 from .uncoded import make_uncoded
 
 _REGISTRY: dict[str, Callable[..., Code]] = {
@@ -24,6 +25,7 @@ _REGISTRY: dict[str, Callable[..., Code]] = {
     "mcc": make_mcc,
     "mds": make_mds,
     "sparse": make_sparse,
+    "spread": make_spread,
 }
 
 

@@ -424,7 +424,7 @@ def test_invalid_tolerance():
 
 
 def test_registry_lists_every_code():
-    assert available_codes() == ["cpgc", "cyclic", "frc", "gfrc", "mcc", "mds", "sparse",
+    assert available_codes() == ["cpgc", "cyclic", "frc", "gfrc", "mcc", "mds", "sparse", "spread",
                                  "ucmmc", "uncoded"]
 
 
@@ -455,3 +455,38 @@ def test_tolerance_is_rescaled_as_the_same_fraction():
     assert rescaled_tolerance(2, old, new) == 1  # 10% of 20 partitions, 10% of 10
     assert rescaled_tolerance(1, old, new) == 0  # 5% of 10 is less than one partition
     assert rescaled_tolerance(2, old, make_code("cyclic", 10, stragglers=1)) == 0  # none allowed
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_spread_every_straggler_set_decodes_exactly(n):
+    for s in range(n):
+        code = make_code("spread", n, stragglers=s)
+        f = partition_values(code.n_partitions)
+        for stragglers in itertools.combinations(range(n), s):
+            dec = decode(code, finished_tasks(code, stragglers), f)
+            assert dec.ready and len(dec.missing_partitions) == 0, (n, s, stragglers)
+            assert_exact(code, dec, f)
+
+
+@pytest.mark.parametrize(("n", "s"), [(6, 1), (6, 2), (7, 3), (20, 1), (20, 2)])
+def test_spread_gives_every_set_of_s_plus_1_workers_one_partition(n, s):
+    """C(n, s+1) partitions, each held by exactly one set of s+1 workers, every set once: a
+    worker holds C(n-1, s), (s+1)/n of the data, as GFRC. Statically a pair's shared partition
+    comes early in one holder's list and late in the other's (s=1: positions add to n-2)."""
+    from math import comb
+
+    code = make_code("spread", n, stragglers=s)
+    held = [frozenset(w for w, tasks in enumerate(code.schedule) if j in tasks)
+            for j in range(code.n_partitions)]
+    assert len(set(held)) == comb(n, s + 1) == code.n_partitions
+    assert all(len(h) == s + 1 for h in held)
+    assert code.loads == [comb(n - 1, s)] * n
+    if s == 1:
+        position = [{j: i for i, j in enumerate(tasks)} for tasks in code.schedule]
+        for j, (a, b) in enumerate(sorted(h) for h in held):
+            assert position[a][j] + position[b][j] == n - 2
+
+
+def test_spread_refuses_too_many_partitions():
+    with pytest.raises(ValueError, match=r"C\(30, 4\) = 27405 partitions, more than 5000: use stragglers <= 2"):
+        make_code("spread", 30, stragglers=3)

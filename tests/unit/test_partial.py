@@ -163,3 +163,18 @@ def test_the_simulator_pays_no_redundancy_without_a_straggler():
     assert Simulator(code, none).run(5).mean("wall_s") == pytest.approx(3.0)
     assert Simulator(part, slow, cost).run(5).mean("wall_s") < Simulator(code, slow).run(5).mean(
         "wall_s")
+
+
+def test_spread_pays_a_straggler_only_its_share():
+    """Persistent delays, one worker 20x slow: under partial gfrc s=1 its one group mate does
+    its rows too (1.5x or more the no-straggler time); under partial spread s=1 every other
+    worker shares them, within 1.25x (the limit n/(n - 1 + 1/20) is 1.19)."""
+    slow = DelayModel("persistent", seed=0, task_time=1.0, slow=frozenset({1}), slow_factor=20)
+    walls = {}
+    for name in ("gfrc", "spread"):
+        code = make_code(name, 6, stragglers=1)
+        rows = [240000 // code.n_partitions] * code.n_partitions
+        part = partial_code(code, rows, 400)
+        cost = np.array([(p.stop - p.start) / (40000) for p in part.params["pieces"]])
+        walls[name] = Simulator(part, slow, cost).run(5).mean("wall_s")
+    assert walls["gfrc"] >= 1.5 and walls["spread"] <= 1.25, walls

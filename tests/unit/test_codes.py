@@ -488,5 +488,6 @@ def test_spread_gives_every_set_of_s_plus_1_workers_one_partition(n, s):
 
 
 def test_spread_refuses_too_many_partitions():
-    with pytest.raises(ValueError, match=r"C\(30, 4\) = 27405 partitions, more than 5000: use stragglers <= 2"):
+    with pytest.raises(ValueError, match=r"C\(30, 4\) = 27405 partitions, more than 5000: "
+                       "use stragglers <= 2"):
         make_code("spread", 30, stragglers=3)

@@ -9,6 +9,7 @@ Options are the ``python -m mpicoded.train`` flags that are not about the built-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import time
@@ -100,12 +101,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="rows computed between checks for a purge (a purge interrupts real "
                    "compute within one chunk); default: about 2 MB of dense data (a quarter to "
                    "one millisecond of compute), from the data's shape; 0: whole tasks")
-    g.add_argument("--partial", choices=("on", "off"), default="off",
+    g.add_argument("--partial", choices=("auto", "on", "off"), default="auto",
                    help="partial work (a gradient job coded on its results, under a code that "
-                   "sums partitions: uncoded, frc, gfrc, ucmmc, cpgc): workers compute row ranges "
-                   "of the partitions they hold, each holder its own share first, and send them "
-                   "as they are done, so a straggler's finished rows count and its replicas "
-                   "cover the rest; every row is counted once; default off")
+                   "sums partitions: uncoded, frc, gfrc, spread, ucmmc, cpgc): workers compute "
+                   "row ranges of the partitions they hold, each holder its own share first, and "
+                   "send them as they are done, so a straggler's finished rows count and its "
+                   "replicas cover the rest; every row is counted once; default auto: on for "
+                   "spread (made for it) where it applies, off for the others")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -415,12 +417,22 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
         raise UsageError("--partial on runs the code's own placement: it takes no --split")
     try:
         job = coded(user_job, code)  # reads the data: after every cheap check
-        if args.partial == "on":
+
+        def cut() -> None:
+            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows,
+                       fit=args.chunk_rows is None)
+
+        if args.partial == "auto":  # on where the code is made for it and the job allows it
+            args.partial = "off"
+            if code.name == "spread" and splitter is None and isinstance(job, CodedGradient):
+                with contextlib.suppress(ValueError):
+                    cut()
+                    args.partial = "on"
+        elif args.partial == "on":
             if not isinstance(job, CodedGradient):
                 raise UsageError(f"--partial on is for gradient jobs; {job.name} is a "
                                  "matrix-vector job")
-            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows,
-                       fit=args.chunk_rows is None)
+            cut()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     metrics = None  # opened last: a refused run leaves an old metrics file as it was

@@ -97,7 +97,7 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
     no meaning) or a partition has no holder."""
     if not np.isin(code.B, (0.0, 1.0)).all():
         raise ValueError(f"partial work needs a binary code (tasks that sum partitions); "
-                         f"{code.name} has other coefficients: use frc, gfrc, uncoded, ucmmc or "
+                         f"{code.name} has other coefficients: use frc, gfrc, spread, uncoded, ucmmc or "
                          "cpgc")
     if len(rows) != code.n_partitions:
         raise ValueError(f"{len(rows)} partition sizes for {code.n_partitions} partitions")

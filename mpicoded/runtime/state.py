@@ -13,6 +13,8 @@ import numpy as np
 
 from ..codes import Code, Decoder
 
+QUIET_ROUNDS = 2  # partial work: a worker silent this many rounds is left out of the next
+
 
 @dataclass(frozen=True)
 class SendIterate:
@@ -114,6 +116,7 @@ class _Iteration:
     lists: dict[int, list[int]] = field(default_factory=dict)
     reported: dict[int, int] = field(default_factory=dict)
     owner: dict[int, int] = field(default_factory=dict)
+    told: set[int] = field(default_factory=set)  # told a shortened list, silent since
 
 
 @dataclass
@@ -129,6 +132,9 @@ class MasterState:
     stale_results: int = 0  # stale results since the last record (go into the next one)
     totals: dict[str, float] = field(default_factory=dict)
     acked: set[int] = field(default_factory=set)
+    rounds: int = 0  # iterations opened so far (every job's)
+    heard: dict[int, int] = field(default_factory=dict)  # worker -> the round it last sent in
+    quiet: frozenset[int] = frozenset()  # partial work: left out of this round (see below)
 
     def __post_init__(self) -> None:
         if self.workers is None:
@@ -151,10 +157,13 @@ class MasterState:
             raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
                                "is still open: decode it before starting another")
         schedule = self.code.schedule if schedule is None else schedule
-        outstanding = {w: set(schedule[w]) for w in self._live if schedule[w]}
+        self.rounds += 1
+        self.quiet = self._quiet() if self.partial else frozenset()
+        outstanding = {w: set(schedule[w]) for w in self._live
+                       if schedule[w] and w not in self.quiet}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
-        if self.partial:
+        if self.partial:  # a quiet worker's share is orphaned: the first idle holders take it
             cur = self.current
             cur.lists = {w: list(schedule[w]) for w in outstanding}
             cur.reported = dict.fromkeys(outstanding, 0)
@@ -197,6 +206,7 @@ class MasterState:
                   values: np.ndarray | None, now: float, epoch: int = 0) -> list[Action]:
         """A RESULT message: decode if it completes the target, then purge the rest. Results of
         another iteration, of an abandoned epoch or from a worker declared dead are stale."""
+        self.heard[worker] = self.rounds
         cur = self.current
         if (cur is None or cur.done or (job, iteration, epoch) != (cur.job, cur.iteration,
                                                                      self.epoch)
@@ -218,10 +228,27 @@ class MasterState:
             position = {t: i for i, t in enumerate(at)}
             cur.reported[worker] = max([cur.reported.get(worker, 0)] + [
                 position[t] + 1 for t in tasks if t in position])
+            cur.told.discard(worker)
             return self._hand_over([worker])
         if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
             return [Recode(self._dead(), "every result is in and the code cannot decode them")]
         return []
+
+    def _quiet(self) -> frozenset[int]:
+        """Partial work: the workers that sent nothing in the last QUIET_ROUNDS rounds, left
+        out of this one. A straggler far behind reads every message sent to it before it gets
+        to the newest (and to STOP): each round skipped is a few messages fewer it must get
+        through, and its share goes to the others from the start. It is back in the round
+        after its next result, however stale. Never a worker whose partitions would be left
+        with no holder in the round."""
+        holds = self.code.params["holds"]
+        quiet = {w for w in self._live if self.rounds - self.heard.setdefault(w, self.rounds)
+                 > QUIET_ROUNDS}
+        for w in sorted(quiet):
+            others = self._live - quiet
+            if not all(any(j in holds[o] for o in others) for j in holds[w]):
+                quiet.discard(w)
+        return frozenset(quiet)
 
     def _owed(self, worker: int) -> list[int]:
         """Partial work: the pieces ``worker`` owns, has not reported and nobody has sent yet,
@@ -238,7 +265,10 @@ class MasterState:
         slow holder and its helper meet in the middle instead of repeating each other. The half
         is rounded up: the last piece a slow holder owes (it may be computing it at a twentieth
         of the speed) goes to the idle one too. The holder is told its shortened list, so it
-        does not go on into pieces now another's."""
+        does not go on into pieces now another's, but once until it reports again: a straggler
+        that has not read the last notice would only have more to read before its next STOP
+        or ITERATE (at 1.5% of a core, ten notices an iteration took it seconds to get through
+        by the end of a run), and what it computes past its share is dropped as a duplicate."""
         cur = self.current
         assert cur is not None
         pieces, holds = self.code.params["pieces"], self.code.params["holds"]
@@ -268,8 +298,10 @@ class MasterState:
             if victim >= 0:
                 left = self._owed(victim)  # what is still its own, in its order
                 cur.lists[victim], cur.reported[victim] = left, 0
-                actions.append(SendAssign(victim, cur.job, cur.iteration, tuple(left),
-                                          self.epoch))
+                if victim not in cur.told:
+                    cur.told.add(victim)
+                    actions.append(SendAssign(victim, cur.job, cur.iteration, tuple(left),
+                                              self.epoch))
         return actions
 
     def _decoded(self, now: float) -> list[Action]:

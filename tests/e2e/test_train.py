@@ -293,6 +293,25 @@ def test_partial_work_uses_a_stragglers_rows_and_equals_serial_descent(tmp_path)
     assert len(handed) + used == 10 * 24000 // 200  # every piece of every iteration, once
 
 
+def test_spread_shares_a_stragglers_rows_among_all_the_others(tmp_path):
+    """spread s=1 with --partial on, rank 2 5x slow per piece: each of its partitions has one
+    other holder, a different one each, so the five others compute about equal numbers of
+    pieces (under gfrc s=1 its group mate alone would do its rows); theta is serial descent
+    within 1e-9."""
+    _, run, _ = trained(tmp_path, 7, "--code", "spread", "--stragglers", "1", "--partial", "on",
+                        "--delay", "persistent", "--task-time", "0.04", "--slow-workers", "2",
+                        "--slow-factor", "5", "--samples", "24000", "--features", "10",
+                        "--chunk-rows", "200", "--iterations", "10", "--quiet")
+    theta = serial_logreg(24000, 10, 0, 10)
+    assert np.linalg.norm(np.array(run["final_theta"]) - theta) <= 1e-9 * np.linalg.norm(theta)
+    rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    used = [sum(r["record"] == "task" and r["outcome"] == "used" and r["worker"] == w
+                for r in rows) for w in range(6)]
+    assert sum(used) == 10 * 24000 // 200  # every piece of every iteration, once
+    fast = [u for w, u in enumerate(used) if w != 1]
+    assert used[1] < min(fast) and max(fast) <= 1.25 * min(fast), used
+
+
 def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     """--throttle (root, cgroups): rank 2 at 5% of a core, nothing injected; partial gfrc s=2
     ends with the static run's theta (the same sum, in another order)."""

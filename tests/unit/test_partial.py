@@ -9,7 +9,7 @@ import pytest
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import holders, partial_code
 from mpicoded.delays import DelayModel
-from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign
+from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign, SendIterate
 from mpicoded.sim import Simulator
 
 CODES = [("uncoded", {}), ("frc", {"stragglers": 1}), ("frc", {"stragglers": 2}),
@@ -100,8 +100,9 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
     """The state machine on partial frc (workers 0 and 1 hold partitions 0 and 1): worker 0
     sends two pieces of its share and nothing more. Worker 1, done with its own, is handed the
     far half (rounded up) of what worker 0 still owes, far end first, and worker 0 is told the
-    rest is its list; then half of that, and so on, to the last piece: the decode never waits
-    for the slow one, uses its two pieces and counts every row once."""
+    rest is its list, once: silent since, it is not told again (it would only have more to
+    read); then half of that, and so on, to the last piece: the decode never waits for the
+    slow one, uses its two pieces and counts every row once."""
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, each = values_of(part, np.random.default_rng(4))
     state = MasterState(part)
@@ -113,15 +114,18 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
                                2.0)
         assert sorted(a.worker for a in done) == ([] if w in (2, 4) else [w - 1, w])
     actions = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
-    owed, handed = share[2:], []
+    owed, handed, told = share[2:], [], []
     while not any(isinstance(a, Decoded) for a in actions):
         assigned = {a.worker: a.tasks for a in actions if isinstance(a, SendAssign)}
         k = len(owed) // 2
-        assert list(assigned[1]) == owed[k:][::-1] and list(assigned[0]) == owed[:k]
+        assert list(assigned[1]) == owed[k:][::-1]
+        if 0 in assigned:
+            assert list(assigned[0]) == owed[:k]
+            told.append(k)
         handed.append(len(assigned[1]))
         owed = owed[:k]
         actions = state.on_result(1, 0, 0, list(assigned[1]), vals[list(assigned[1])], 3.0)
-    assert handed == [5, 2, 1, 1] and owed == []
+    assert handed == [5, 2, 1, 1] and owed == [] and told == [4]
     decoded = next(a for a in actions if isinstance(a, Decoded))
     assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
     assert set(share[:2]) <= state.current.decoder.used
@@ -178,3 +182,78 @@ def test_spread_pays_a_straggler_only_its_share():
         cost = np.array([(p.stop - p.start) / (40000) for p in part.params["pieces"]])
         walls[name] = Simulator(part, slow, cost).run(5).mean("wall_s")
     assert walls["gfrc"] >= 1.5 and walls["spread"] <= 1.25, walls
+
+
+def test_a_slow_holder_is_told_its_shortened_list_again_once_it_reports():
+    """frc: worker 0 silent, worker 1 takes half of its share twice; 0 is told once. Then 0
+    reports a piece, and the next handover tells it again."""
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, _ = values_of(part, np.random.default_rng(6))
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+    for w in (2, 3, 4, 5):
+        state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+
+    def worker_1_done(tasks):
+        actions = state.on_result(1, 0, 0, list(tasks), vals[list(tasks)], 2.0)
+        return {a.worker: a.tasks for a in actions if isinstance(a, SendAssign)}
+
+    first = worker_1_done(part.schedule[1])
+    assert set(first) == {0, 1}
+    second = worker_1_done(first[1])
+    assert set(second) == {1}  # 0 has not read the first notice, as far as the master knows
+    own = first[0][0]
+    state.on_result(0, 0, 0, [own], vals[[own]], 2.5)
+    third = worker_1_done(second[1])
+    assert set(third) == {0, 1} and own not in third[0]
+
+
+def play_round(state, part, vals, silent, it):
+    """One iteration with every worker but ``silent`` computing at once what it is sent (its
+    share, then what is handed to it): the workers sent an ITERATE, and the decoded sum."""
+    actions = state.start_iteration(0, it, float(it))
+    sent = {a.worker for a in actions if isinstance(a, SendIterate)}
+    work = [(a.worker, a.tasks) for a in actions if isinstance(a, SendIterate)]
+    while work:
+        w, tasks = work.pop(0)
+        if w == silent:
+            continue
+        for a in state.on_result(w, 0, it, list(tasks), vals[list(tasks)], it + 0.5):
+            if isinstance(a, Decoded):
+                return sent, a.result
+            if isinstance(a, SendAssign):
+                work.append((a.worker, a.tasks))
+    raise AssertionError("the round did not decode")
+
+
+def test_a_worker_silent_for_two_rounds_is_left_out_until_it_sends():
+    """Partial spread s=1, worker 1 never answers: it is sent rounds 1-3, left out of the
+    fourth and fifth (its share orphaned: the others decode every row once without it), and
+    back in the round after a (stale) result of its own."""
+    from mpicoded.runtime.state import QUIET_ROUNDS
+
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, each = values_of(part, np.random.default_rng(7))
+    state = MasterState(part)
+    rounds = []
+    for it in range(5):
+        sent, total = play_round(state, part, vals, 1, it)
+        assert np.allclose(total, each.sum(axis=0), rtol=1e-12)
+        rounds.append(1 in sent)
+    assert rounds == [True] * (QUIET_ROUNDS + 1) + [False] * (4 - QUIET_ROUNDS)
+    state.on_result(1, 0, 0, [part.schedule[1][0]], vals[[part.schedule[1][0]]], 5.0)  # stale
+    sent, _ = play_round(state, part, vals, 1, 5)
+    assert 1 in sent
+
+
+def test_a_quiet_worker_is_kept_where_its_partitions_would_have_no_holder():
+    """Partial spread s=1, workers 1 and 4 both silent for long: partition {1, 4} has no other
+    holder, so only one of them (the later, 4) is left out and 1 is still sent the round."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    state = MasterState(part, rounds=10)
+    state.heard = {w: 0 if w in (1, 4) else 10 for w in range(6)}
+    actions = state.start_iteration(0, 0, 0.0)
+    assert state.quiet == {4}
+    assert sorted(a.worker for a in actions if isinstance(a, SendIterate)) == [0, 1, 2, 3, 5]

@@ -54,6 +54,17 @@ def test_partial_work_cuts_the_code_into_pieces_of_the_chunk_grid():
     assert pieces.n_tasks == 16 and pieces.params["of"] == "gfrc"  # 4 partitions of 1000 rows
 
 
+@pytest.mark.parametrize(("argv", "partial"), [
+    (["--code", "spread", "--stragglers", "1"], "on"),  # made for it
+    (["--code", "spread", "--stragglers", "1", "--partial", "off"], "off"),
+    (["--code", "spread", "--stragglers", "1", "--job", "linreg"], "off"),  # coded on its data
+    (["--code", "gfrc", "--stragglers", "1"], "off"),  # static unless asked
+])
+def test_partial_work_is_on_by_default_where_the_code_is_made_for_it(argv, partial):
+    plan = plan_run([*argv, "--samples", "4000"], n_workers=4)
+    assert plan.args.partial == partial
+
+
 def test_slow_workers_are_ranks():
     plan = plan_run(["--delay", "persistent", "--slow-workers", "1,4"], n_workers=4)
     assert plan.delay.slow == frozenset({0, 3})  # ranks 1 and 4 are workers 0 and 3

@@ -418,21 +418,21 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
     try:
         job = coded(user_job, code)  # reads the data: after every cheap check
 
-        def cut() -> None:
-            job.pieces(job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows,
-                       fit=args.chunk_rows is None)
+        def cut(gradient: CodedGradient) -> None:
+            rows = gradient.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
+            gradient.pieces(rows, fit=args.chunk_rows is None)
 
         if args.partial == "auto":  # on where the code is made for it and the job allows it
             args.partial = "off"
             if code.name == "spread" and splitter is None and isinstance(job, CodedGradient):
                 with contextlib.suppress(ValueError):
-                    cut()
+                    cut(job)
                     args.partial = "on"
         elif args.partial == "on":
             if not isinstance(job, CodedGradient):
                 raise UsageError(f"--partial on is for gradient jobs; {job.name} is a "
                                  "matrix-vector job")
-            cut()
+            cut(job)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     metrics = None  # opened last: a refused run leaves an old metrics file as it was

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +44,7 @@ from .transport import (
     Outbox,
     ProcessesFailed,
     WorkerError,
+    object_frames,
     receive,
     wait_buffer,
 )
@@ -216,13 +216,15 @@ class Master:
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
                                  self.state.epoch, self.trace is not None, self.pieces)
-            data = pickle.dumps(setup, protocol=pickle.HIGHEST_PROTOCOL)
+            head, arrays = object_frames(setup)
             try:
-                self.outbox.send(data, rank, Tag.SETUP)
+                self.outbox.send(head, rank, Tag.SETUP)
+                for frame in arrays:
+                    self.outbox.send(frame, rank, Tag.SETUP_DATA)
             except ProcessesFailed as exc:  # died before its data left: a dead worker
                 self.lose(exc.ranks)
                 continue
-            self.placed_bytes += len(data)
+            self.placed_bytes += len(head) + sum(frame.nbytes for frame in arrays)
 
     def wait_sent(self) -> None:
         """Until every send posted so far has completed (at start-up, or after a failover: the

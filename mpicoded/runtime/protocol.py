@@ -33,6 +33,7 @@ class Tag(IntEnum):
     PING = 9  # master -> worker at set-up, answered with the worker's clock (--trace)
     TRACE = 10  # worker -> master: trace entries alone, from a worker that sends no results
     ASSIGN = 11  # master -> worker, partial work: its new piece list for the open iteration
+    SETUP_DATA = 12  # master -> worker, right after a SETUP: its arrays' bytes, one a message
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much

@@ -338,3 +338,35 @@ def test_a_worker_probes_before_it_reads_and_obeys_what_came():
     for request, _ in sends:
         request.Wait()
     worker.outbox.drain()
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.timeout(60)
+def test_a_setup_arrives_with_its_arrays_in_the_buffers_they_came_in():
+    """A set-up is its pickle and then each contiguous array's bytes as a frame of its own;
+    the receiver's arrays are views of the buffers the frames were received into (no copy
+    after MPI's), equal and writable; the pickle keeps what is not contiguous. On COMM_SELF."""
+    from mpicoded.runtime.protocol import Tag
+    from mpicoded.runtime.transport import Outbox, object_frames, receive
+
+    comm = MPI.COMM_SELF
+    rng = np.random.default_rng(0)
+    sent = {"X": rng.standard_normal((300, 7)), "y": np.arange(300), "name": "ridge",
+            "strided": np.arange(10.0)[::3]}
+    head, frames = object_frames(sent)
+    assert [f.nbytes for f in frames] == [300 * 7 * 8, 300 * 8]
+    outbox = Outbox(comm)
+    outbox.send(head, 0, Tag.SETUP)
+    for frame in frames:
+        outbox.send(frame, 0, Tag.SETUP_DATA)
+    got = receive(comm, source=0)
+    assert got is not None
+    msg, _ = got
+    outbox.drain()
+    obj = msg.payload
+    assert msg.tag == Tag.SETUP and obj["name"] == "ridge"
+    for key in ("X", "y", "strided"):
+        assert np.array_equal(obj[key], sent[key]) and obj[key].dtype == sent[key].dtype
+    assert obj["X"].flags.writeable and isinstance(obj["X"].base, np.ndarray)
+    assert obj["X"].base.dtype == np.uint8 and obj["X"].base.nbytes == 300 * 7 * 8
+    assert receive(comm, source=0) is None  # every frame taken with the set-up

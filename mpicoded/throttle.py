@@ -336,6 +336,31 @@ def remove_groups(path: Path, controller: Controller, patience: float = 5.0) -> 
         raise ThrottleError(f"--throttle: could not remove {'; '.join(failed)}")
 
 
+STALE_NAME = re.compile(rf"{GROUP_PREFIX}(\d+)-[0-9a-f]+")  # the default names: creator's pid
+
+
+def sweep_stale(controller: Controller) -> list[Path]:
+    """Remove the groups that a process now gone made and never removed (a run killed with
+    SIGKILL leaves its groups behind): those named after a PID that no longer exists. Returns
+    what was removed; a group that cannot be removed stays, silently."""
+    removed = []
+    for path in controller.root.glob(f"{GROUP_PREFIX}*"):
+        match = STALE_NAME.fullmatch(path.name)
+        if not (match and path.is_dir()):
+            continue
+        try:
+            os.kill(int(match.group(1)), 0)
+            continue  # its maker still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # someone else's, alive
+            continue
+        with contextlib.suppress(ThrottleError):
+            remove_groups(path, controller, patience=0.5)
+            removed.append(path)
+    return removed
+
+
 class Throttle:
     """The cpu groups of one run: ``create()`` (or ``with``) makes them, ``remove()`` undoes it.
 
@@ -371,7 +396,9 @@ class Throttle:
         return join_command(self.procs_file(key))
 
     def create(self) -> Throttle:
-        """Make the parent and one limited child per key; on failure nothing is left behind."""
+        """Make the parent and one limited child per key (first removing groups that dead
+        runs left); on failure nothing is left behind."""
+        sweep_stale(self.controller)
         try:
             self.controller.enable(self.controller.root)
             self.path.mkdir()

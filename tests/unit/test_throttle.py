@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -258,3 +259,27 @@ def wait_for(condition, seconds=5.0):
             return False
         time.sleep(0.01)
     return True
+
+
+def test_groups_left_by_a_dead_run_are_swept_when_the_next_one_starts(tmp_path):
+    """A group named after a PID that no longer exists goes (with its children); one of a live
+    process, and one not named the default way, stay."""
+    import subprocess
+
+    from mpicoded.throttle import sweep_stale
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"mpicoded-{gone.pid}-abc123"
+    (dead / "rank2").mkdir(parents=True)
+    alive = tmp_path / f"mpicoded-{os.getpid()}-def456"
+    alive.mkdir()
+    other = tmp_path / "mpicoded-test"
+    other.mkdir()
+    (tmp_path / "cgroup.procs").write_text("")
+    controller = Controller(1, tmp_path)
+    assert sweep_stale(controller) == [dead]
+    assert not dead.exists() and alive.exists() and other.exists()
+    (dead / "rank1").mkdir(parents=True)
+    Throttle({1: 0.5}, controller=controller).create()  # a new run sweeps first
+    assert not dead.exists()

@@ -339,14 +339,24 @@ def remove_groups(path: Path, controller: Controller, patience: float = 5.0) -> 
 STALE_NAME = re.compile(rf"{GROUP_PREFIX}(\d+)-[0-9a-f]+")  # the default names: creator's pid
 
 
+def _empty(group: Path) -> bool:
+    """No process in ``group`` or its children."""
+    for procs in [group / "cgroup.procs", *group.glob("*/cgroup.procs")]:
+        with contextlib.suppress(FileNotFoundError):
+            if procs.read_text().split():
+                return False
+    return True
+
+
 def sweep_stale(controller: Controller) -> list[Path]:
     """Remove the groups that a process now gone made and never removed (a run killed with
-    SIGKILL leaves its groups behind): those named after a PID that no longer exists. Returns
-    what was removed; a group that cannot be removed stays, silently."""
+    SIGKILL leaves its groups behind): those named after a PID that no longer exists, with no
+    process left in them (a creator in another PID namespace looks gone; its ranks do not).
+    Returns what was removed; a group that cannot be removed stays, silently."""
     removed = []
     for path in controller.root.glob(f"{GROUP_PREFIX}*"):
         match = STALE_NAME.fullmatch(path.name)
-        if not (match and path.is_dir()):
+        if not (match and path.is_dir() and _empty(path)):
             continue
         try:
             os.kill(int(match.group(1)), 0)
@@ -465,7 +475,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         if len(args) == 2 and args[0] == "create":
-            throttle = Throttle(parse_throttle(args[1]))
+            # outlives this process by design (``remove DIR`` ends it): not named after its PID,
+            # so that no sweep takes it for a dead run's
+            throttle = Throttle(parse_throttle(args[1]),
+                                name=f"{GROUP_PREFIX}held-{secrets.token_hex(3)}")
             throttle.create()
             print(throttle.path)
         elif len(args) == 2 and args[0] == "remove":

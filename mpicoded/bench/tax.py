@@ -6,9 +6,9 @@ straggler at all, on the same data and ranks (``../shared/design.md``).
 separate machines of one size, the straggler at a fraction of that share; uncapped: the six
 workers share the cores, the straggler at that fraction of one core. Patterns: none, one fixed
 rank, a moving one (a different random worker every 0.4 s), two fixed. Per run: the tax of the
-mean iteration and of the makespan (over uncoded with no straggler, the median of three runs), rows computed over rows in the data, messages an iteration
-and rank 0's CPU a result. The limit with a core per worker and one worker at fraction f of its
-speed is n / (n - 1 + f).
+mean iteration and of the makespan (over uncoded with no straggler, the median of three
+runs), rows computed over rows in the data, messages an iteration and rank 0's CPU a result. The
+limit with a core per worker and one worker at fraction f of its speed is n / (n - 1 + f).
 """
 
 from __future__ import annotations

@@ -117,6 +117,7 @@ class _Iteration:
     reported: dict[int, int] = field(default_factory=dict)
     owner: dict[int, int] = field(default_factory=dict)
     told: set[int] = field(default_factory=set)  # told a shortened list, silent since
+    sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
 
 
 @dataclass
@@ -134,6 +135,7 @@ class MasterState:
     acked: set[int] = field(default_factory=set)
     rounds: int = 0  # iterations opened so far (every job's)
     heard: dict[int, int] = field(default_factory=dict)  # worker -> the round it last sent in
+    last_sent: dict[int, int] = field(default_factory=dict)  # worker -> last round sent to it
     quiet: frozenset[int] = frozenset()  # partial work: left out of this round (see below)
 
     def __post_init__(self) -> None:
@@ -168,6 +170,9 @@ class MasterState:
             cur.lists = {w: list(schedule[w]) for w in outstanding}
             cur.reported = dict.fromkeys(outstanding, 0)
             cur.owner = {t: w for w in outstanding for t in schedule[w]}
+            cur.sent = set(outstanding)
+            for w in cur.sent:
+                self.last_sent[w] = self.rounds
         died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
             return [Recode(self._dead())]
@@ -239,11 +244,12 @@ class MasterState:
         out of this one. A straggler far behind reads every message sent to it before it gets
         to the newest (and to STOP): each round skipped is a few messages fewer it must get
         through, and its share goes to the others from the start. It is back in the round
-        after its next result, however stale. Never a worker whose partitions would be left
-        with no holder in the round."""
+        after its next result, however stale, and is sent one round in QUIET_ROUNDS + 1 in any
+        case (a worker purged before it sent anything has nothing stale to send). Never a
+        worker whose partitions would be left with no holder in the round."""
         holds = self.code.params["holds"]
         quiet = {w for w in self._live if self.rounds - self.heard.setdefault(w, self.rounds)
-                 > QUIET_ROUNDS}
+                 > QUIET_ROUNDS and self.rounds - self.last_sent.get(w, 0) <= QUIET_ROUNDS}
         for w in sorted(quiet):
             others = self._live - quiet
             if not all(any(j in holds[o] for o in others) for j in holds[w]):
@@ -280,8 +286,12 @@ class MasterState:
             orphans = sorted(t for t in range(self.code.n_tasks)
                              if t not in cur.decoder.seen and cur.owner.get(t) not in self._live
                              and pieces[t].partition in mine)
+            if thief not in cur.sent:  # quiet (or no share): only what no worker of the round
+                round_holds = [holds[o] for o in cur.sent & self._live]  # can take
+                orphans = [t for t in orphans
+                           if not any(pieces[t].partition in h for h in round_holds)]
             taken, victim = orphans, -1
-            if not taken:
+            if not taken and thief in cur.sent:
                 best: list[int] = []
                 for other in sorted(self._live - {thief}):
                     owed = [t for t in self._owed(other) if pieces[t].partition in mine]
@@ -294,7 +304,14 @@ class MasterState:
                 cur.owner[t] = thief
             cur.lists[thief], cur.reported[thief] = list(taken), 0
             cur.outstanding.setdefault(thief, set()).update(taken)
-            actions.append(SendAssign(thief, cur.job, cur.iteration, tuple(taken), self.epoch))
+            if thief in cur.sent:
+                actions.append(SendAssign(thief, cur.job, cur.iteration, tuple(taken),
+                                          self.epoch))
+            else:  # an ASSIGN is for a round under way: this worker has not got this one
+                cur.sent.add(thief)
+                self.last_sent[thief] = self.rounds
+                actions.append(SendIterate(thief, cur.job, cur.iteration, tuple(taken),
+                                           self.epoch))
             if victim >= 0:
                 left = self._owed(victim)  # what is still its own, in its order
                 cur.lists[victim], cur.reported[victim] = left, 0

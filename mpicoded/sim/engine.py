@@ -157,7 +157,7 @@ class Simulator:
                 return IterationRecord(**{**rec.__dict__,
                                           "wall_s": self.delay.seconds(rec.wall_s)}), processed
             for action in actions:
-                if isinstance(action, SendAssign):
+                if isinstance(action, (SendAssign, SendIterate)):
                     queues[action.worker] = deque(action.tasks)
                     slots.setdefault(action.worker, 0)
                     start(action.worker, now)

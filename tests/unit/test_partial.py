@@ -254,6 +254,39 @@ def test_a_quiet_worker_is_kept_where_its_partitions_would_have_no_holder():
     part = partial_code(code, [1000] * code.n_partitions, 250)
     state = MasterState(part, rounds=10)
     state.heard = {w: 0 if w in (1, 4) else 10 for w in range(6)}
+    state.last_sent = dict.fromkeys(range(6), 10)  # sent the last round: not due for a retry
     actions = state.start_iteration(0, 0, 0.0)
     assert state.quiet == {4}
     assert sorted(a.worker for a in actions if isinstance(a, SendIterate)) == [0, 1, 2, 3, 5]
+
+
+def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_die():
+    """Partial spread s=1, worker 4 quiet: partition {1, 4}'s pieces are worker 1's alone.
+    Worker 1 dies: the round can still decode, so worker 4 is sent an ITERATE at once (not an
+    ASSIGN: it has no round under way) with the pieces only it can take now, those of
+    partition {1, 4}; the others do the rest and the round decodes."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, each = values_of(part, np.random.default_rng(8))
+    state = MasterState(part, rounds=10)
+    state.heard = {w: 0 if w == 4 else 10 for w in range(6)}
+    state.last_sent = {w: 10 for w in range(6)}
+    state.start_iteration(0, 0, 0.0)
+    assert state.quiet == {4}
+    (sent,) = state.on_worker_failed(1)
+    assert isinstance(sent, SendIterate) and sent.worker == 4
+    shared = part.params["subsets"].index((1, 4))
+    assert {part.params["pieces"][t].partition for t in sent.tasks} == {shared}
+    work = [(w, part.schedule[w]) for w in (0, 2, 3, 5)] + [(4, sent.tasks)]
+    decoded = None
+    while work and decoded is None:
+        w, tasks = work.pop(0)
+        for a in state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], 1.0):
+            if isinstance(a, Decoded):
+                decoded = a
+            elif isinstance(a, SendIterate | SendAssign):
+                assert isinstance(a, SendAssign)  # 4 is in the round now: ASSIGNs from here
+                work.append((a.worker, a.tasks))
+    assert decoded is not None
+    assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
+    assert 4 in state.current.sent

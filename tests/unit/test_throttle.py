@@ -263,7 +263,7 @@ def wait_for(condition, seconds=5.0):
 
 def test_groups_left_by_a_dead_run_are_swept_when_the_next_one_starts(tmp_path):
     """A group named after a PID that no longer exists goes (with its children); one of a live
-    process, and one not named the default way, stay."""
+    process, one not named the default way, and one with processes in it, stay."""
     import subprocess
 
     from mpicoded.throttle import sweep_stale
@@ -276,10 +276,13 @@ def test_groups_left_by_a_dead_run_are_swept_when_the_next_one_starts(tmp_path):
     alive.mkdir()
     other = tmp_path / "mpicoded-test"
     other.mkdir()
+    busy = tmp_path / f"mpicoded-{gone.pid}-0a0a0a"  # its maker in another PID namespace
+    (busy / "h1").mkdir(parents=True)
+    (busy / "h1" / "cgroup.procs").write_text(f"{os.getpid()}\n")
     (tmp_path / "cgroup.procs").write_text("")
     controller = Controller(1, tmp_path)
     assert sweep_stale(controller) == [dead]
-    assert not dead.exists() and alive.exists() and other.exists()
+    assert not dead.exists() and alive.exists() and other.exists() and busy.exists()
     (dead / "rank1").mkdir(parents=True)
     Throttle({1: 0.5}, controller=controller).create()  # a new run sweeps first
     assert not dead.exists()

@@ -418,9 +418,9 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
     try:
         job = coded(user_job, code)  # reads the data: after every cheap check
 
-        def cut(gradient: CodedGradient) -> None:
-            rows = gradient.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
-            gradient.pieces(rows, fit=args.chunk_rows is None)
+        def cut(coded_job: Coded) -> None:
+            rows = coded_job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
+            coded_job.pieces(rows, fit=args.chunk_rows is None).decoder(tolerance)
 
         if args.partial == "auto":  # on where the code is made for it and the job allows it
             args.partial = "off"
@@ -429,9 +429,6 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
                     cut(job)
                     args.partial = "on"
         elif args.partial == "on":
-            if not isinstance(job, CodedGradient):
-                raise UsageError(f"--partial on is for gradient jobs; {job.name} is a "
-                                 "matrix-vector job")
             cut(job)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

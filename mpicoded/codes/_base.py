@@ -58,6 +58,11 @@ class Decoder:
         self.ready = self._update(task)
         return self.ready
 
+    def needs(self, task: int) -> bool:
+        """Whether the result of ``task`` could still count: not received yet (nor, for pieces
+        of coded blocks, its row range decoded already)."""
+        return task not in self._seen
+
     @property
     def seen(self) -> set[int]:
         """The task ids received so far (read-only: the decoder's own set)."""
@@ -80,6 +85,11 @@ class Decoder:
     def missing_partitions(self) -> np.ndarray:
         """Indices of partitions the decoded result leaves out (empty for an exact decode)."""
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def could_finish(self, held: set[int]) -> bool:
+        """Partial work: whether workers holding the blocks ``held`` (partitions, or coded
+        tasks) could still complete the decode; only decoders of pieces can tell."""
+        raise NotImplementedError(f"{type(self).__name__} decodes whole tasks, not pieces")
 
     def result(self) -> np.ndarray:
         """The decoded target: the sum over partitions, or one row per partition (NaN if missed)."""

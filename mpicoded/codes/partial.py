@@ -11,6 +11,14 @@ share still owed among the partitions it holds (the master's state machine decid
 ``MasterState``), so a slow holder ascending and its helper descending meet in the middle.
 ``partial_code`` returns an ordinary Code whose tasks are the pieces: the state machine and the
 simulator drive it like any other.
+
+A job coded on its data (a matrix-vector product) is cut the other way (``range_code``): every
+coded block's rows are cut on one grid of row ranges, and each range is decoded on its own, from
+any tasks that suffice for it. The holders start their blocks at offsets spread round the grid,
+each with a share of as many ranges as the code needs: with no straggler every range is
+computed about as often as the code needs (work close to uncoded). A worker done with its share
+computes, from its own block, the ranges of the far half of the largest share still owed (any
+task will do for an MDS code), so a straggler's ranges are covered by the others (rateless-like).
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from ._base import Code, Decoder, check_int
 
 @dataclass(frozen=True)
 class Piece:
-    """Rows [start, stop) of partition ``partition``."""
+    """Rows [start, stop) of block ``key``: a partition (a job coded on its results) or a
+    coded task's block (coded on its data)."""
 
-    partition: int
+    key: int
     start: int
     stop: int
 
@@ -39,11 +48,11 @@ class PieceDecoder(Decoder):
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         super().__init__(code, tolerance)
         pieces: Sequence[Piece] = code.params["pieces"]
-        self._left = np.bincount([p.partition for p in pieces], minlength=code.n_partitions)
+        self._left = np.bincount([p.key for p in pieces], minlength=code.n_partitions)
         self._incomplete = int(np.count_nonzero(self._left))
 
     def _update(self, task: int) -> bool:
-        j = self.code.params["pieces"][task].partition
+        j = self.code.params["pieces"][task].key
         self._left[j] -= 1
         if self._left[j] == 0:
             self._incomplete -= 1
@@ -53,23 +62,27 @@ class PieceDecoder(Decoder):
     def missing_partitions(self) -> np.ndarray:
         return np.flatnonzero(self._left)
 
+    def could_finish(self, held: set[int]) -> bool:
+        """Whether workers holding the partitions ``held`` could still complete the decode."""
+        return sum(int(j) not in held for j in self.missing_partitions) <= self.tolerance
+
     def _result(self) -> np.ndarray:
         pieces: Sequence[Piece] = self.code.params["pieces"]
         complete = self._left == 0
-        used = [t for t in self.tasks if complete[pieces[t].partition]]
+        used = [t for t in self.tasks if complete[pieces[t].key]]
         if self.code.target == "sum":
             return np.sum([self.value(t) for t in used], axis=0)
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
         out[complete] = 0.0
         for t in used:
-            out[pieces[t].partition] += self.value(t)
+            out[pieces[t].key] += self.value(t)
         return out
 
     @property
     def used(self) -> set[int]:
         pieces: Sequence[Piece] = self.code.params["pieces"]
-        return {t for t in self.tasks if self._left[pieces[t].partition] == 0}
+        return {t for t in self.tasks if self._left[pieces[t].key] == 0}
 
 
 def holders(code: Code) -> list[list[int]]:
@@ -120,7 +133,7 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
         for i, owner in enumerate(hs):
             primary[owner].extend(first[j] + c for c in shares[i])  # ascending
     B = np.zeros((len(pieces), code.n_partitions))
-    B[np.arange(len(pieces)), [p.partition for p in pieces]] = 1.0
+    B[np.arange(len(pieces)), [p.key for p in pieces]] = 1.0
     holds = tuple(frozenset(j for j, hs in enumerate(held) if w in hs)
                   for w in range(code.n_workers))
     params = {**code.params, "pieces": tuple(pieces), "holds": holds, "of": code.name}
@@ -130,6 +143,99 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
 
 def piece_cost(code: Code) -> np.ndarray:
     """Each piece's units of injected delay: its rows over a partition's mean rows (a
-    partition's work is one unit, as a task over one partition costs one)."""
+    partition's work is one unit, as a task over one partition costs one), or over a coded
+    block's rows (one unit too, as a pre-coded task costs one)."""
     rows = np.array([p.stop - p.start for p in code.params["pieces"]], dtype=np.float64)
+    if "ranges" in code.params:
+        return rows / code.params["ranges"][-1][1]
     return rows / (rows.sum() / code.n_partitions)
+
+
+class RangeDecoder(Decoder):
+    """Pieces of coded blocks on one grid of row ranges (``range_code``): each range is decoded
+    by its own decoder of the code cut, from the tasks whose piece of it arrived; ready once
+    every range is. Exact only (tolerance 0): a partition's rows come from every range."""
+
+    def __init__(self, code: Code, tolerance: int = 0) -> None:
+        super().__init__(code, tolerance)
+        if self.tolerance:
+            raise ValueError(f"tolerance={self.tolerance}: {code.name} decodes every row range "
+                             "exactly; allowed tolerance 0")
+        base: Code = code.params["base"]
+        self._ranges: tuple[tuple[int, int], ...] = code.params["ranges"]
+        self._inner = [base.decoder() for _ in self._ranges]
+        self._left = len(self._ranges)
+
+    def needs(self, task: int) -> bool:
+        return not self._inner[task % len(self._ranges)].ready and super().needs(task)
+
+    def _update(self, task: int) -> bool:
+        key, r = divmod(task, len(self._ranges))
+        inner = self._inner[r]
+        if not inner.ready and inner.add(key, self.values.get(task)):
+            self._left -= 1
+        return self._left == 0
+
+    @property
+    def missing_partitions(self) -> np.ndarray:
+        return np.arange(0 if self.ready else self.code.n_partitions)
+
+    def could_finish(self, held: set[int]) -> bool:
+        """Whether workers holding the coded blocks ``held`` could still complete every range."""
+        base: Code = self.code.params["base"]
+        for received in {tuple(inner.tasks) for inner in self._inner if not inner.ready}:
+            probe = base.decoder()  # once for each set of tasks in (one at the start)
+            for key in [*received, *sorted(held)]:
+                if probe.add(key):
+                    break
+            if not probe.ready:
+                return False
+        return True
+
+    @property
+    def used(self) -> set[int]:
+        m = len(self._ranges)
+        return {key * m + r for r, inner in enumerate(self._inner) for key in inner.used}
+
+    def _result(self) -> np.ndarray:
+        height = self._ranges[-1][1]
+        out = np.empty((self.code.n_partitions, height))
+        for (start, stop), inner in zip(self._ranges, self._inner, strict=True):
+            out[:, start:stop] = inner.result()[:, : stop - start]
+        return out
+
+
+def range_code(code: Code, height: int, ranges: int) -> Code:
+    """``code``'s coded blocks (``height`` rows each) cut into ``ranges`` row ranges: piece
+    key * ranges + r is range r of block (task) key. Holder i of a block starts at offset
+    (key / n_tasks + i / holders) round the grid, and its share (its list) is as many ranges
+    as the code needs (n_partitions of every range's holders): with no straggler each range is
+    computed as often as the code needs. ValueError if ``code`` decodes a sum (pieces of a
+    task's value are only defined for row-aligned results) or a task has no holder."""
+    if code.target != "each":
+        raise ValueError(f"row ranges of coded blocks need a code whose target is 'each'; "
+                         f"{code.name} decodes a sum")
+    height = check_int("height", height, 1)
+    m = check_int("ranges", ranges, 1, height)
+    edges = np.linspace(0, height, m + 1).round().astype(int)
+    grid = tuple((int(edges[r]), int(edges[r + 1])) for r in range(m))
+    held: list[list[int]] = [[] for _ in range(code.n_tasks)]
+    for w, tasks in enumerate(code.schedule):
+        for t in dict.fromkeys(tasks):
+            held[t].append(w)
+    if not all(held):
+        raise ValueError(f"{code.name}: task {held.index([])} is in no worker's schedule")
+    slots = sum(len(h) for h in held)
+    share = min(m, -(-m * code.n_partitions // slots))  # ranges a holder computes first
+    primary: list[list[int]] = [[] for _ in range(code.n_workers)]
+    for t, hs in enumerate(held):
+        for i, w in enumerate(hs):
+            offset = round((t / code.n_tasks + i / len(hs)) * m)
+            primary[w].extend(t * m + (offset + r) % m for r in range(share))
+    pieces = tuple(Piece(t, start, stop) for t in range(code.n_tasks) for start, stop in grid)
+    B = np.repeat(code.B, m, axis=0)
+    holds = tuple(frozenset(tasks) for tasks in code.schedule)
+    params = {**code.params, "pieces": pieces, "holds": holds, "of": code.name, "base": code,
+              "ranges": grid, "value_size": max(stop - start for start, stop in grid)}
+    return Code(f"{code.name} partial", B, tuple(map(tuple, primary)), code.target,
+                RangeDecoder, params)

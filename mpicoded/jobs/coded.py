@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..codes import Code
-from ..codes.partial import holders, partial_code
+from ..codes.partial import holders, partial_code, range_code
 from .kinds import AnyJob, GradientJob, MatVecJob, overrides
 from .task import Block, Kernel, Terms, default_chunk_rows, run_task
 
@@ -52,7 +52,9 @@ def _rows(block: Any) -> int:
     return 1 if parts is None else int(parts[0].shape[0])
 
 
-def _take(block: Any, start: int, stop: int) -> Any:
+def take_rows(block: Any, start: int, stop: int) -> Any:
+    """Rows [start, stop) of a block that can be cut (``_arrays``): a view where numpy gives
+    one, a copy for sparse matrices."""
     if isinstance(block, tuple):
         return tuple(p[start:stop] for p in block)
     return block[start:stop]
@@ -106,7 +108,9 @@ def kernel_for(job: AnyJob, data_coded: bool = False) -> Kernel:
 
     def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
                    out: np.ndarray) -> None:
-        part = _take(block, start, stop) if chunked and _arrays(block) is not None else block
+        part = block  # whole (a piece's rows are cut once, by the worker)
+        if chunked and _arrays(block) is not None and (start, stop) != (0, _rows(block)):
+            part = take_rows(block, start, stop)
         if with_loss:  # the partition's loss share rides in the last entry, coded alike
             if fused:
                 value, loss = job.compute_with_loss(part, theta)
@@ -128,7 +132,8 @@ def kernel_for(job: AnyJob, data_coded: bool = False) -> Kernel:
 def _matvec_accumulate(block: Block, x: np.ndarray, start: int, stop: int, coef: float,
                        out: np.ndarray) -> None:
     """Rows [start, stop) of a coded block's product with x, times coef, into ``out``."""
-    value = np.asarray(block[start:stop] @ x).reshape(-1)
+    rows = block if (start, stop) == (0, block.shape[0]) else block[start:stop]
+    value = np.asarray(rows @ x).reshape(-1)
     out[start:stop] += value if coef == 1.0 else coef * value
 
 
@@ -205,6 +210,11 @@ class Coded:
 
     def block(self, key: int) -> Block:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def pieces(self, chunk_rows: int, fit: bool = False) -> Code:
+        """The code re-cut into pieces of at most ``chunk_rows`` rows, for partial work;
+        ``fit``: the chunks are the default ones, and may be cut finer to spread the work."""
+        raise ValueError(f"--partial on: {self.name} cannot be computed in pieces")
 
     @property
     def remote(self) -> bool:
@@ -527,6 +537,18 @@ class CodedMatVec(DataCoded, Coded):
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.start(), "start")
+
+    def pieces(self, chunk_rows: int, fit: bool = False) -> Code:
+        """Every coded block cut on one grid of row ranges of at most ``chunk_rows`` rows
+        (``range_code``); ``fit``: at least one range a task, in a multiple of the tasks, so
+        that the holders' offsets spread evenly round the grid."""
+        if chunk_rows < 1:
+            raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
+        ranges = -(-self.result_size // chunk_rows)
+        if fit:
+            n = self.code.n_tasks
+            ranges = min(self.result_size, n * -(-ranges // n))
+        return range_code(self.code, self.result_size, ranges)
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with y = A @ x reassembled from the blocks (NaN rows for missed blocks)."""

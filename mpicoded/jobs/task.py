@@ -82,14 +82,15 @@ def run_task(kernel: Kernel, blocks: Mapping[int, Block], terms: Terms, theta: n
     return out, 1.0, chunks
 
 
-def run_piece(kernel: Kernel, block: Block, start: int, stop: int, theta: np.ndarray,
-              size: int, repeat: float = 1.0) -> np.ndarray:
-    """Rows [start, stop) of one block's value (a piece of partial work), computed whole;
+def run_piece(kernel: Kernel, rows: Block, theta: np.ndarray, size: int,
+              repeat: float = 1.0) -> np.ndarray:
+    """The value of ``rows``, a block's row range (a piece of partial work), computed whole;
     ``repeat`` as in ``run_task``."""
     out = np.zeros(size)
-    kernel.accumulate(block, theta, start, stop, 1.0, out)
+    n = kernel.rows(rows)
+    kernel.accumulate(rows, theta, 0, n, 1.0, out)
     if repeat > 1:
-        _Burn(kernel, size, repeat - 1.0)(block, theta, start, stop, 1.0)
+        _Burn(kernel, size, repeat - 1.0)(rows, theta, 0, n, 1.0)
     return out
 
 

@@ -17,7 +17,6 @@ from ..codes import Code, rebuild, rescaled_tolerance
 from ..codes.partial import piece_cost
 from ..delays import DelayModel
 from ..jobs import Coded
-from ..jobs.coded import CodedGradient
 from .protocol import (
     Tag,
     ack_fields,
@@ -99,9 +98,10 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                         epoch=epoch, trace=trace, data_coded=job.data_coded)
     if pieces is not None:  # every piece of the partitions it holds: it may be sent any
         table, holds = pieces.params["pieces"], pieces.params["holds"][rank - 1]
-        mine = [t for t, p in enumerate(table) if p.partition in holds]
-        setup.pieces = {t: (table[t].partition, table[t].start, table[t].stop) for t in mine}
+        mine = [t for t, p in enumerate(table) if p.key in holds]
+        setup.pieces = {t: (table[t].key, table[t].start, table[t].stop) for t in mine}
         setup.task_cost = dict(zip(mine, piece_cost(pieces)[mine].tolist(), strict=True))
+        setup.result_size = pieces.params.get("value_size", setup.result_size)
     return setup
 
 
@@ -180,7 +180,6 @@ class Master:
         """Under partial work, the code's pieces (row ranges of the chunk grid), else None."""
         if not self.partial:
             return None
-        assert isinstance(self.job, CodedGradient)  # the plan allows partial work for these
         return self.job.pieces(self.chunk_rows, fit=self.default_chunks)
 
     @property

@@ -169,7 +169,8 @@ class MasterState:
             cur = self.current
             cur.lists = {w: list(schedule[w]) for w in outstanding}
             cur.reported = dict.fromkeys(outstanding, 0)
-            cur.owner = {t: w for w in outstanding for t in schedule[w]}
+            cur.owner = {t: w if w in outstanding else -1  # -1: nobody's (quiet, dead)
+                         for w in range(self.code.n_workers) for t in schedule[w]}
             cur.sent = set(outstanding)
             for w in cur.sent:
                 self.last_sent[w] = self.rounds
@@ -183,6 +184,11 @@ class MasterState:
         """Whether the code is one of pieces (``partial_code``): idle holders take work over."""
         return "pieces" in self.code.params
 
+    def _holding(self, workers: set[int]) -> set[int]:
+        """Partial work: the blocks (partitions, or coded tasks) ``workers`` hold."""
+        holds = self.code.params["holds"]
+        return set().union(*(holds[w] for w in workers))
+
     def _dead(self) -> frozenset[int]:
         return frozenset(set(range(self.code.n_workers)) - self._live)
 
@@ -190,10 +196,8 @@ class MasterState:
         """Could the results received so far plus everything the living still owe decode?"""
         cur = self.current
         assert cur is not None  # only asked while an iteration is open
-        if self.partial:  # a piece can be handed to any living holder of its partition
-            held = set().union(*(self.code.params["holds"][w] for w in self._live))
-            lost = [j for j in cur.decoder.missing_partitions if j not in held]
-            return len(lost) <= self.tolerance
+        if self.partial:  # a piece can be handed to any living holder of its block
+            return cur.decoder.could_finish(self._holding(self._live))
         probe = self.code.decoder(self.tolerance)
         for task in cur.decoder.tasks:
             probe.add(task)
@@ -234,7 +238,10 @@ class MasterState:
             cur.reported[worker] = max([cur.reported.get(worker, 0)] + [
                 position[t] + 1 for t in tasks if t in position])
             cur.told.discard(worker)
-            return self._hand_over([worker])
+            actions = self._hand_over([worker])
+            if not actions and not any(self._owed(w) for w in cur.sent & self._live):
+                actions = self._cover()
+            return actions
         if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
             return [Recode(self._dead(), "every result is in and the code cannot decode them")]
         return []
@@ -246,13 +253,12 @@ class MasterState:
         through, and its share goes to the others from the start. It is back in the round
         after its next result, however stale, and is sent one round in QUIET_ROUNDS + 1 in any
         case (a worker purged before it sent anything has nothing stale to send). Never a
-        worker whose partitions would be left with no holder in the round."""
-        holds = self.code.params["holds"]
+        worker without whom the round's blocks could not decode (a partition left with no
+        holder; coded blocks too few for a range)."""
         quiet = {w for w in self._live if self.rounds - self.heard.setdefault(w, self.rounds)
                  > QUIET_ROUNDS and self.rounds - self.last_sent.get(w, 0) <= QUIET_ROUNDS}
         for w in sorted(quiet):
-            others = self._live - quiet
-            if not all(any(j in holds[o] for o in others) for j in holds[w]):
+            if not self.code.decoder().could_finish(self._holding(self._live - quiet)):
                 quiet.discard(w)
         return frozenset(quiet)
 
@@ -261,9 +267,34 @@ class MasterState:
         in its order."""
         cur = self.current
         assert cur is not None
-        seen = cur.decoder.seen
+        needs = cur.decoder.needs
         return [t for t in cur.lists.get(worker, [])[cur.reported.get(worker, 0):]
-                if cur.owner.get(t) == worker and t not in seen]
+                if cur.owner.get(t) == worker and needs(t)]
+
+    def _stand_ins(self, wanted: list[int], thief: int) -> list[tuple[int, int]]:
+        """Partial work: (piece, what ``thief`` computes in its place) for those of ``wanted``
+        it can cover: the piece itself if it holds its block; under ranges of coded blocks
+        (an MDS code decodes a range from any tasks that are enough), its own block's piece of
+        the same range, if nobody has that one yet; one stand-in a piece."""
+        cur = self.current
+        assert cur is not None
+        pieces, mine = self.code.params["pieces"], self.code.params["holds"][thief]
+        ranges = self.code.params.get("ranges")
+        m = len(ranges) if ranges is not None else 0
+        out: list[tuple[int, int]] = []
+        chosen: set[int] = set()
+        for t in wanted:
+            if pieces[t].key in mine:
+                out.append((t, t))
+                continue
+            for key in sorted(mine) if m else ():
+                q = key * m + t % m
+                if (q not in chosen and cur.decoder.needs(q)
+                        and cur.owner.get(q) not in self._live):
+                    out.append((t, q))
+                    chosen.add(q)
+                    break
+        return out
 
     def _hand_over(self, idle: list[int]) -> list[Action]:
         """Partial work: each of ``idle`` that owes nothing more takes over the far half of the
@@ -277,41 +308,30 @@ class MasterState:
         by the end of a run), and what it computes past its share is dropped as a duplicate."""
         cur = self.current
         assert cur is not None
-        pieces, holds = self.code.params["pieces"], self.code.params["holds"]
         actions: list[Action] = []
+        needs = cur.decoder.needs
         for thief in idle:
             if thief not in self._live or self._owed(thief):
                 continue
-            mine = holds[thief]
-            orphans = sorted(t for t in range(self.code.n_tasks)
-                             if t not in cur.decoder.seen and cur.owner.get(t) not in self._live
-                             and pieces[t].partition in mine)
+            unowned = sorted(t for t, w in cur.owner.items()  # a share nobody computes
+                             if w not in self._live and needs(t))
+            covered = self._stand_ins(unowned, thief)
             if thief not in cur.sent:  # quiet (or no share): only what no worker of the round
-                round_holds = [holds[o] for o in cur.sent & self._live]  # can take
-                orphans = [t for t in orphans
-                           if not any(pieces[t].partition in h for h in round_holds)]
-            taken, victim = orphans, -1
-            if not taken and thief in cur.sent:
-                best: list[int] = []
+                others = cur.sent & self._live  # can take
+                covered = [(t, q) for t, q in covered
+                           if not any(self._stand_ins([t], o) for o in others)]
+            pairs, victim = covered, -1
+            if not pairs and thief in cur.sent:
                 for other in sorted(self._live - {thief}):
-                    owed = [t for t in self._owed(other) if pieces[t].partition in mine]
-                    if len(owed) > len(best):
-                        best, victim = owed, other
-                taken = best[len(best) // 2:][::-1]  # the far half, far end first
-            if not taken:
+                    owed = self._stand_ins(self._owed(other), thief)
+                    if len(owed) > len(pairs):
+                        pairs, victim = owed, other
+                pairs = pairs[len(pairs) // 2:][::-1]  # the far half, far end first
+            if not pairs:
                 continue
-            for t in taken:
+            for t, _ in pairs:
                 cur.owner[t] = thief
-            cur.lists[thief], cur.reported[thief] = list(taken), 0
-            cur.outstanding.setdefault(thief, set()).update(taken)
-            if thief in cur.sent:
-                actions.append(SendAssign(thief, cur.job, cur.iteration, tuple(taken),
-                                          self.epoch))
-            else:  # an ASSIGN is for a round under way: this worker has not got this one
-                cur.sent.add(thief)
-                self.last_sent[thief] = self.rounds
-                actions.append(SendIterate(thief, cur.job, cur.iteration, tuple(taken),
-                                           self.epoch))
+            actions.append(self._give(thief, [q for _, q in pairs]))
             if victim >= 0:
                 left = self._owed(victim)  # what is still its own, in its order
                 cur.lists[victim], cur.reported[victim] = left, 0
@@ -319,6 +339,41 @@ class MasterState:
                     cur.told.add(victim)
                     actions.append(SendAssign(victim, cur.job, cur.iteration, tuple(left),
                                               self.epoch))
+        return actions
+
+    def _give(self, worker: int, taken: list[int]) -> SendAssign | SendIterate:
+        """Partial work: ``taken`` becomes ``worker``'s list (and its pieces): an ASSIGN if it
+        has this round's ITERATE, else the ITERATE."""
+        cur = self.current
+        assert cur is not None
+        for t in taken:
+            cur.owner[t] = worker
+        cur.lists[worker], cur.reported[worker] = list(taken), 0
+        cur.outstanding.setdefault(worker, set()).update(taken)
+        if worker in cur.sent:
+            return SendAssign(worker, cur.job, cur.iteration, tuple(taken), self.epoch)
+        cur.sent.add(worker)  # an ASSIGN is for a round under way: it has not got this one
+        self.last_sent[worker] = self.rounds
+        return SendIterate(worker, cur.job, cur.iteration, tuple(taken), self.epoch)
+
+    def _cover(self) -> list[Action]:
+        """Ranges of coded blocks, every piece owed is in and a range is still not decoded
+        (a code that is not MDS, whose shares or stand-ins were not enough; or deaths): each
+        worker of the round computes every piece of its blocks still needed that nobody has.
+        A re-code if even the living's every block would not do."""
+        cur = self.current
+        assert cur is not None
+        if "ranges" not in self.code.params:
+            return []
+        if not cur.decoder.could_finish(self._holding(self._live)):
+            return [Recode(self._dead(), "every result is in and the code cannot decode them")]
+        holds, pieces = self.code.params["holds"], self.code.params["pieces"]
+        actions: list[Action] = []
+        for w in sorted(cur.sent & self._live):
+            taken = [t for t in range(self.code.n_tasks) if pieces[t].key in holds[w]
+                     and cur.decoder.needs(t) and cur.owner.get(t) not in self._live]
+            if taken:
+                actions.append(self._give(w, taken))
         return actions
 
     def _decoded(self, now: float) -> list[Action]:

@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 from ..delays import DelayModel
 from ..jobs import AnyJob, GradientJob, kernel_for
+from ..jobs.coded import take_rows
 from ..jobs.task import Block, Terms, run_piece, run_task
 from .inbox import Inbox
 from .protocol import (
@@ -91,6 +92,7 @@ class Worker:
         self.trace_sent = time.perf_counter()  # when entries last left with a message
         self.slot = 0  # the next task's slot in the iteration under way
         self.pieces_done: set[int] = set()  # partial work: pieces computed in the iteration
+        self.views: dict[tuple[int, int, int], Block] = {}  # partial work: (key, start, stop)
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
 
@@ -213,7 +215,7 @@ class Worker:
                         return
                     task = queue.popleft()
                 key, start, stop = pieces[task]
-                value = run_piece(self.kernel, setup.blocks[key], start, stop, theta,
+                value = run_piece(self.kernel, self.piece_block(key, start, stop), theta,
                                   setup.result_size, repeat)
                 fraction, chunks = 1.0, 1
                 self.rows += stop - start
@@ -278,6 +280,15 @@ class Worker:
         if done_tasks:
             self.send_result(msg, done_tasks, done_values, unsent)
 
+    def piece_block(self, key: int, start: int, stop: int) -> Block:
+        """Rows [start, stop) of block ``key``, cut once a set-up: a sparse matrix's rows are
+        a copy, and cutting them anew for every piece of every iteration spent more time in
+        the kernel's page faults than in the product (PageRank, 6667-row pieces)."""
+        view = self.views.get((key, start, stop))
+        if view is None:
+            view = self.views[key, start, stop] = take_rows(self.setup.blocks[key], start, stop)
+        return view
+
     def load(self, blocks: dict[int, Block], terms: Terms) -> None:
         """Load into ``blocks`` (those the task will read: a re-split may have replaced the
         set-up meanwhile) the ones these terms use that are not there yet (a job whose data the
@@ -298,6 +309,7 @@ class Worker:
         elif setup.data_coded != self.setup.data_coded:  # a re-code chose the other side
             self.kernel = kernel_for(self.job, setup.data_coded)
         self.setup = setup
+        self.views.clear()
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],
                     unsent: list[tuple[float, ...]]) -> None:

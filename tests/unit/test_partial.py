@@ -32,7 +32,7 @@ def test_the_pieces_tile_every_partition_and_the_shares_split_them(name, params)
     code, part = cut(name, params)
     pieces = part.params["pieces"]
     for j, n in enumerate(ROWS[: code.n_partitions]):
-        mine = sorted((p.start, p.stop) for p in pieces if p.partition == j)
+        mine = sorted((p.start, p.stop) for p in pieces if p.key == j)
         assert mine[0][0] == 0 and mine[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
     flat = [t for order in part.schedule for t in order]
@@ -41,9 +41,9 @@ def test_the_pieces_tile_every_partition_and_the_shares_split_them(name, params)
     assert part.params["holds"] == tuple(frozenset(j for j, h in enumerate(held) if w in h)
                                          for w in range(code.n_workers))
     for w, order in enumerate(part.schedule):
-        assert all(pieces[t].partition in part.params["holds"][w] for t in order)
+        assert all(pieces[t].key in part.params["holds"][w] for t in order)
         for j in part.params["holds"][w]:  # ascending: a helper comes from the far end
-            starts = [pieces[t].start for t in order if pieces[t].partition == j]
+            starts = [pieces[t].start for t in order if pieces[t].key == j]
             assert starts == sorted(starts)
     if name in ("frc", "gfrc"):
         loads = [len(order) for order in part.schedule]
@@ -55,7 +55,7 @@ def values_of(part, rng):
     vals = rng.standard_normal((part.n_tasks, 4))
     each = np.zeros((part.n_partitions, 4))
     for t, p in enumerate(part.params["pieces"]):
-        each[p.partition] += vals[t]
+        each[p.key] += vals[t]
     return vals, each
 
 
@@ -78,7 +78,7 @@ def test_each_target_and_a_tolerance_leave_incomplete_partitions_out():
     part = partial_code(code, ROWS[:6], 250)
     vals, each = values_of(part, np.random.default_rng(3))
     dec = part.decoder(tolerance=1)
-    skipped = [t for t, p in enumerate(part.params["pieces"]) if p.partition == 4][-1:]
+    skipped = [t for t, p in enumerate(part.params["pieces"]) if p.key == 4][-1:]
     for t in range(part.n_tasks):
         if t not in skipped:
             dec.add(t, vals[t])
@@ -86,7 +86,7 @@ def test_each_target_and_a_tolerance_leave_incomplete_partitions_out():
     got = dec.result()
     assert np.isnan(got[4]).all() and np.allclose(np.delete(got, 4, 0), np.delete(each, 4, 0))
     assert dec.results_used == part.n_tasks - sum(
-        p.partition == 4 for p in part.params["pieces"])
+        p.key == 4 for p in part.params["pieces"])
 
 
 @pytest.mark.parametrize(("name", "params"), [("cyclic", {"stragglers": 1}),
@@ -276,7 +276,7 @@ def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_
     (sent,) = state.on_worker_failed(1)
     assert isinstance(sent, SendIterate) and sent.worker == 4
     shared = part.params["subsets"].index((1, 4))
-    assert {part.params["pieces"][t].partition for t in sent.tasks} == {shared}
+    assert {part.params["pieces"][t].key for t in sent.tasks} == {shared}
     work = [(w, part.schedule[w]) for w in (0, 2, 3, 5)] + [(4, sent.tasks)]
     decoded = None
     while work and decoded is None:

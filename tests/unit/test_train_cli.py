@@ -65,6 +65,12 @@ def test_partial_work_is_on_by_default_where_the_code_is_made_for_it(argv, parti
     assert plan.args.partial == partial
 
 
+def test_a_matrix_vector_job_takes_partial_work_when_asked():
+    plan = plan_run(["--partial", "on", "--job", "pagerank", "--code", "mds", "--stragglers",
+                     "1", "--nodes", "200"], n_workers=4)
+    assert plan.args.partial == "on"
+
+
 def test_slow_workers_are_ranks():
     plan = plan_run(["--delay", "persistent", "--slow-workers", "1,4"], n_workers=4)
     assert plan.delay.slow == frozenset({0, 3})  # ranks 1 and 4 are workers 0 and 3
@@ -91,8 +97,8 @@ def test_slow_workers_are_ranks():
      "its data"),
     (["--partial", "on", "--split", "adaptive"], 4, "--partial on runs the code's own placement"),
     (["--partial", "on", "--chunk-rows", "0"], 4, "--partial on needs chunks"),
-    (["--partial", "on", "--job", "pagerank", "--code", "uncoded", "--nodes", "200"], 4,
-     "--partial on is for gradient jobs"),
+    (["--partial", "on", "--job", "pagerank", "--code", "mds", "--stragglers", "1",
+      "--tolerance", "0.5", "--nodes", "200"], 4, "decodes every row range exactly"),
 ])
 def test_usage_errors(argv, n, message):
     with pytest.raises(UsageError, match=message):

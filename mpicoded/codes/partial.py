@@ -198,17 +198,18 @@ class RangeDecoder(Decoder):
         return {key * m + r for r, inner in enumerate(self._inner) for key in inner.used}
 
     def _result(self) -> np.ndarray:
-        height = self._ranges[-1][1]
-        out = np.empty((self.code.n_partitions, height))
-        for (start, stop), inner in zip(self._ranges, self._inner, strict=True):
-            out[:, start:stop] = inner.result()[:, : stop - start]
+        parts = [inner.result() for inner in self._inner]
+        out = np.empty((self.code.n_partitions, self._ranges[-1][1], *parts[0].shape[2:]))
+        for (start, stop), part in zip(self._ranges, parts, strict=True):
+            out[:, start:stop] = part[:, : stop - start]
         return out
 
 
 def range_code(code: Code, height: int, ranges: int) -> Code:
     """``code``'s coded blocks (``height`` rows each) cut into ``ranges`` row ranges: piece
-    key * ranges + r is range r of block (task) key. Holder i of a block starts at offset
-    (key / n_tasks + i / holders) round the grid, and its share (its list) is as many ranges
+    key * ranges + r is range r of block (task) key. Holder i of a block starts at slot
+    i * n_tasks + key of the holders' slots, spread evenly round the grid (a block's holders
+    apart by ranges / holders when every block has as many), and its share (its list) is as many ranges
     as the code needs (n_partitions of every range's holders): with no straggler each range is
     computed as often as the code needs. ValueError if ``code`` decodes a sum (pieces of a
     task's value are only defined for row-aligned results) or a task has no holder."""
@@ -228,9 +229,10 @@ def range_code(code: Code, height: int, ranges: int) -> Code:
     slots = sum(len(h) for h in held)
     share = min(m, -(-m * code.n_partitions // slots))  # ranges a holder computes first
     primary: list[list[int]] = [[] for _ in range(code.n_workers)]
+    slot = {(t, i): i * code.n_tasks + t for t, hs in enumerate(held) for i in range(len(hs))}
     for t, hs in enumerate(held):
-        for i, w in enumerate(hs):
-            offset = round((t / code.n_tasks + i / len(hs)) * m)
+        for i, w in enumerate(hs):  # evenly round the grid, a block's holders m / len(hs) apart
+            offset = slot[t, i] * m // slots
             primary[w].extend(t * m + (offset + r) % m for r in range(share))
     pieces = tuple(Piece(t, start, stop) for t in range(code.n_tasks) for start, stop in grid)
     B = np.repeat(code.B, m, axis=0)

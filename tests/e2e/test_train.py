@@ -312,6 +312,30 @@ def test_spread_shares_a_stragglers_rows_among_all_the_others(tmp_path):
     assert used[1] < min(fast) and max(fast) <= 1.25 * min(fast), used
 
 
+def test_pagerank_partial_work_stands_in_for_a_straggler_and_equals_serial(tmp_path):
+    """PageRank under mds s=1 with --partial on, 6 ranges of 30 rows a coded block, rank 2
+    sleeping 5x per piece: every range of every iteration is decoded from five pieces; some of
+    the straggler's count (its first arrive in time) but far from its whole share of five: the
+    others stand in for its ranges with their own blocks. x is the serial power iteration
+    within 1e-9."""
+    from mpicoded.jobs.pagerank import PageRank
+
+    _, run, _ = trained(tmp_path, 7, "--job", "pagerank", "--nodes", "900", "--code", "mds",
+                        "--stragglers", "1", "--partial", "on", "--chunk-rows", "30",
+                        "--delay", "persistent", "--task-time", "0.03", "--slow-workers", "2",
+                        "--slow-factor", "5", "--iterations", "8", "--quiet")
+    assert run["config"]["partial"] == "on" and run["code"]["name"] == "mds"
+    job = PageRank(nodes=900)
+    A, x = job.matrix(), job.start()
+    for _ in range(8):
+        x = job.step(x, A @ x)
+    assert np.linalg.norm(np.array(run["final_theta"]) - x) <= 1e-9 * np.linalg.norm(x)
+    rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    used = [r["worker"] for r in rows if r["record"] == "task" and r["outcome"] == "used"]
+    assert len(used) == 8 * 6 * 5  # 8 iterations, 6 ranges, 5 tasks a range
+    assert 1 <= used.count(1) < 8 * 5 / 2, used.count(1)
+
+
 def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     """--throttle (root, cgroups): rank 2 at 5% of a core, nothing injected; partial gfrc s=2
     ends with the static run's theta (the same sum, in another order)."""

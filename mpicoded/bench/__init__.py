@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                    "600000; straggler-tax: logreg rows, default 240000 (x 100 features)")
     p.add_argument("--ranks", type=int, default=7,
                    help="straggler-tax: MPI ranks (a master and ranks - 1 workers); default 7")
+    p.add_argument("--job", choices=("logreg", "pagerank"), default="logreg",
+                   help="straggler-tax: the job, logreg (--samples x 100) or pagerank "
+                   "(--nodes); default logreg")
     p.add_argument("--schemes", default=None,
                    help="straggler-tax: scheme names, comma-separated; default all")
     p.add_argument("--patterns", default=None,

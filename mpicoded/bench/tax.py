@@ -1,14 +1,15 @@
 """The straggler tax: each scheme's time under a straggler pattern over uncoded's time with no
 straggler at all, on the same data and ranks (``../shared/design.md``).
 
-7 ranks (``--ranks``), logreg, nothing injected (``--delay none``): real slow ranks under CPU quotas
-(cgroups, root). Capped: every worker at the same share of a core, so that the ranks behave as
-separate machines of one size, the straggler at a fraction of that share; uncapped: the six
-workers share the cores, the straggler at that fraction of one core. Patterns: none, one fixed
-rank, a moving one (a different random worker every 0.4 s), two fixed. Per run: the tax of the
-mean iteration and of the makespan (over uncoded with no straggler, the median of three
-runs), rows computed over rows in the data, messages an iteration and rank 0's CPU a result. The
-limit with a core per worker and one worker at fraction f of its speed is n / (n - 1 + f).
+7 ranks (``--ranks``), logreg (or PageRank, ``--job``), nothing injected (``--delay none``):
+real slow ranks under CPU quotas (cgroups, root). Capped: every worker at the same share of a
+core, so that the ranks behave as separate machines of one size, the straggler at a fraction
+of that share; uncapped: the six workers share the cores, the straggler at that fraction of one
+core. Patterns: none, one fixed rank, a moving one (a different random worker every 0.4 s), two
+fixed. Per run: the tax of the mean iteration and of the makespan (over uncoded with no
+straggler, the median of three runs), rows computed over rows in the data, messages an
+iteration and rank 0's CPU a result. The limit with a core per worker and one worker at
+fraction f of its speed is n / (n - 1 + f).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ SCHEMES: dict[str, list[str]] = {
     "spread s=2 partial": ["--code", "spread", "--stragglers", "2", "--partial", "on"],
     "adaptive split": ["--code", "uncoded", "--split", "adaptive"],  # 4 partitions a worker
 }
-PARTIAL = [name for name in SCHEMES if name.endswith("partial")]
+PAGERANK_SCHEMES: dict[str, list[str]] = {  # a matrix-vector job: codes whose target is each
+    "uncoded": ["--code", "uncoded"],
+    "mds s=1": ["--code", "mds", "--stragglers", "1"],
+    "mds s=1 partial": ["--code", "mds", "--stragglers", "1", "--partial", "on"],
+    "mds s=2": ["--code", "mds", "--stragglers", "2"],
+    "mds s=2 partial": ["--code", "mds", "--stragglers", "2", "--partial", "on"],
+}
+JOB_SCHEMES = {"logreg": SCHEMES, "pagerank": PAGERANK_SCHEMES}
 MOVE_PERIOD_S = 0.4
 BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from run to run
 
@@ -71,17 +79,20 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
     needs_quotas("straggler-tax")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    common = ["--job", "logreg", "--samples", str(args.samples), "--features", "100",
-              "--delay", "none", "--iterations", str(args.iterations), "--seed",
+    data = (["--job", "logreg", "--samples", str(args.samples), "--features", "100"]
+            if args.job == "logreg" else ["--job", "pagerank", "--nodes", str(args.nodes)])
+    common = [*data, "--delay", "none", "--iterations", str(args.iterations), "--seed",
               str(args.seed), "--loss-every", "0"]
+    known = JOB_SCHEMES[args.job]
     ranks = args.ranks
     n = ranks - 1
     limit = n / (n - 1 + args.small_fraction)
-    result: dict = {"settings": {"ranks": ranks, "samples": args.samples,
+    result: dict = {"settings": {"ranks": ranks, "job": args.job, "data": data[1:],
+                                 "samples": args.samples,
                                  "iterations": args.iterations, "cap": args.cap,
                                  "fraction": args.small_fraction, "limit": limit}}
     summary: dict = {}
-    schemes = {name: SCHEMES[name] for name in chosen(args.schemes, SCHEMES, "--schemes")}
+    schemes = {name: known[name] for name in chosen(args.schemes, known, "--schemes")}
     patterns = chosen(args.patterns, PATTERNS, "--patterns")
     settings = {"capped": args.cap, "uncapped": None}
     if "uncoded" not in schemes or "none" not in patterns:
@@ -116,16 +127,18 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
         what = (f"every worker at {cap:g} of a core, the straggler at {args.small_fraction:g} "
                 "of that" if cap else f"uncapped, the straggler at {args.small_fraction:g} of a "
                 "core")
-        print(f"\nstraggler tax, {setting} ({what}): {ranks} ranks, logreg {args.samples} x 100, "
+        job = (f"logreg {args.samples} x 100" if args.job == "logreg" else
+               f"pagerank {args.nodes} nodes")
+        print(f"\nstraggler tax, {setting} ({what}): {ranks} ranks, {job}, "
               f"{args.iterations} iterations; uncoded with no straggler "
               f"{base['mean_iteration_s'] * 1e3:.1f} ms an iteration, {base['makespan_s']:.2f} s")
         print(table(["scheme", "pattern", "it (ms)", "it tax", "makespan tax", "rows/data",
                      "msgs/it", "master us/result"], rows))
-        partial = [name for name in PARTIAL if name in schemes]
+        partial = [name for name in schemes if name.endswith("partial")]
         summary[setting] = {"best_partial_makespan_tax": {
             p: min(runs[f"{s} | {p}"]["makespan_tax"] for s in partial) for p in patterns}
             if partial else {}}
-        for name in ("gfrc s=2 partial", "spread s=2 partial"):
+        for name in ("gfrc s=2 partial", "spread s=2 partial", "mds s=2 partial"):
             if name in schemes and "two fixed" in patterns:
                 summary[setting][f"{name.replace(' ', '_')}_two_fixed"] = runs[
                     f"{name} | two fixed"]["makespan_tax"]

@@ -22,8 +22,8 @@ class GenericDecoder(Decoder):
 
     Target ``sum`` is recoverable once the all-ones vector lies in that span (its squared
     projection reaches k); partition j of target ``each`` once e_j does (row j of the basis has
-    unit norm). Both are tracked incrementally, O(k·rank) a result. Values are combined by a
-    least-squares solve once, at ``result()``.
+    unit norm). Both are tracked incrementally, O(k·rank) a result. Values are combined once,
+    at ``result()``, by the pseudo-inverse of the received rows.
     """
 
     _TOL = 1e-9
@@ -73,7 +73,9 @@ class GenericDecoder(Decoder):
         if self.code.target == "sum":
             coef = np.linalg.lstsq(rows.T, np.ones(self.code.n_partitions), rcond=None)[0]
             return (coef @ flat).reshape(values.shape[1:])
-        each = np.linalg.lstsq(rows, flat, rcond=None)[0]
+        # the small matrix's pseudo-inverse, then one product: lstsq factors the right-hand
+        # side too (5 x 5 rows, 24000 values each: 4.1 ms against 0.13)
+        each = np.linalg.pinv(rows) @ flat
         each[self.missing_partitions] = np.nan
         return each.reshape((self.code.n_partitions, *values.shape[1:]))
 

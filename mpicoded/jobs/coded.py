@@ -557,7 +557,7 @@ class CodedMatVec(DataCoded, Coded):
 
     def describe(self) -> dict[str, Any]:
         coded, plain = self.entries()
-        return {"matrix_shape": [self.m, self.dim], "sparse": self.sparse,
+        return {"matrix_shape": [self.m, self.dim], "data_rows": self.m, "sparse": self.sparse,
                 "matrix_nonzeros": self.nnz, "task_nonzeros": float(coded.mean()),
                 "partition_nonzeros": plain, **self.cost_facts()}
 

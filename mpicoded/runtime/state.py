@@ -14,6 +14,7 @@ import numpy as np
 from ..codes import Code, Decoder
 
 QUIET_ROUNDS = 2  # partial work: a worker silent this many rounds is left out of the next
+RELEASED = -2  # partial work, ranges of coded blocks: the owner of a piece another stood in for
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ class MasterState:
             if thief not in self._live or self._owed(thief):
                 continue
             unowned = sorted(t for t, w in cur.owner.items()  # a share nobody computes
-                             if w not in self._live and needs(t))
+                             if w not in self._live and w != RELEASED and needs(t))
             covered = self._stand_ins(unowned, thief)
             if thief not in cur.sent:  # quiet (or no share): only what no worker of the round
                 others = cur.sent & self._live  # can take
@@ -329,8 +330,8 @@ class MasterState:
                 pairs = pairs[len(pairs) // 2:][::-1]  # the far half, far end first
             if not pairs:
                 continue
-            for t, _ in pairs:
-                cur.owner[t] = thief
+            for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
+                cur.owner[t] = thief if t == q else RELEASED
             actions.append(self._give(thief, [q for _, q in pairs]))
             if victim >= 0:
                 left = self._owed(victim)  # what is still its own, in its order

@@ -106,8 +106,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "sums partitions: uncoded, frc, gfrc, spread, ucmmc, cpgc): workers compute "
                    "row ranges of the partitions they hold, each holder its own share first, and "
                    "send them as they are done, so a straggler's finished rows count and its "
-                   "replicas cover the rest; every row is counted once; default auto: on for "
-                   "spread (made for it) where it applies, off for the others")
+                   "replicas cover the rest; every row is counted once. A matrix-vector job: "
+                   "row ranges of the coded blocks, each range decoded on its own, idle workers "
+                   "standing in for a straggler's ranges with their own blocks (mds). Default "
+                   "auto: on for spread (made for it) where it applies, off for the others")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -305,10 +307,12 @@ def job_settings(job: object) -> dict[str, Any]:
 
 
 def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> str:
-    """The settings a checkpoint belongs to (output and fault-injection options may differ)."""
+    """The settings a checkpoint belongs to (output and fault-injection options may differ,
+    and ``partial``: the same sums, computed in pieces or whole, with no state between
+    iterations)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
             "kill_worker", "iterations", "output", "iteration_timeout", "wait", "trace",
-            "dashboard"}
+            "dashboard", "partial"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in vars(args).items() if k not in free}})
 

@@ -178,6 +178,15 @@ def test_truncated_dataset_and_checkpoint_are_one_line_errors(tmp_path):
         plan_run([*argv, "--resume"], n_workers=4)
 
 
+def test_a_checkpoint_resumes_with_partial_work_on_off_or_auto(tmp_path):
+    """--partial auto resolves after the fingerprint is taken, and on or off computes the same
+    sums: a run checkpointed under any of them resumes under any other."""
+    argv = ["--code", "spread", "--stragglers", "1", "--samples", "4000"]
+    prints = {mode: fingerprint([*argv, "--partial", mode], 4) for mode in ("auto", "on", "off")}
+    assert len(set(prints.values())) == 1, prints
+    assert fingerprint([*argv, "--stragglers", "2"], 4) != prints["auto"]
+
+
 def test_resume_of_a_finished_run_has_nothing_to_do(tmp_path):
     import mpicoded.checkpoint as ckpt
 

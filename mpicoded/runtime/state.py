@@ -239,7 +239,7 @@ class MasterState:
             cur.reported[worker] = max([cur.reported.get(worker, 0)] + [
                 position[t] + 1 for t in tasks if t in position])
             cur.told.discard(worker)
-            actions = self._hand_over([worker])
+            actions = self._spare(worker, tasks) + self._hand_over([worker])
             if not actions and not any(self._owed(w) for w in cur.sent & self._live):
                 actions = self._cover()
             return actions
@@ -271,6 +271,26 @@ class MasterState:
         needs = cur.decoder.needs
         return [t for t in cur.lists.get(worker, [])[cur.reported.get(worker, 0):]
                 if cur.owner.get(t) == worker and needs(t)]
+
+    def _spare(self, worker: int, tasks: list[int]) -> list[Action]:
+        """Partial work: ``worker`` sent pieces that another now owns (it computed them before
+        it read that they were taken): each such owner, working down from the far end, is told
+        its list without them, so it does not compute them again; one that is left with
+        nothing takes over something else. Not one told a list it has not read yet."""
+        cur = self.current
+        assert cur is not None
+        owners = {cur.owner.get(t, -1) for t in tasks} & self._live - cur.told - {worker}
+        actions: list[Action] = []
+        for o in sorted(owners):
+            pending = cur.lists.get(o, [])[cur.reported.get(o, 0):]
+            left = self._owed(o)
+            if len(left) == len(pending):
+                continue
+            cur.lists[o], cur.reported[o] = left, 0
+            actions.append(SendAssign(o, cur.job, cur.iteration, tuple(left), self.epoch))
+            if not left:
+                actions += self._hand_over([o])
+        return actions
 
     def _stand_ins(self, wanted: list[int], thief: int) -> list[tuple[int, int]]:
         """Partial work: (piece, what ``thief`` computes in its place) for those of ``wanted``

@@ -109,10 +109,10 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
     state.start_iteration(0, 0, 0.0)
     share = list(part.schedule[0])
     assert state.on_result(0, 0, 0, share[:2], vals[share[:2]], 1.0) == []
-    for w in (3, 2, 5, 4):  # pairs: the first done takes half of its partner's share
-        done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
-                               2.0)
-        assert sorted(a.worker for a in done) == ([] if w in (2, 4) else [w - 1, w])
+    for w in (3, 2, 5, 4):  # pairs: the first done takes half of its partner's share; the
+        done = state.on_result(w, 0, 0, list(part.schedule[w]),  # partner sends its whole
+                               vals[list(part.schedule[w])], 2.0)  # share: the thief is spared
+        assert sorted(a.worker for a in done) == ([w + 1] if w in (2, 4) else [w - 1, w])
     actions = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
     owed, handed, told = share[2:], [], []
     while not any(isinstance(a, Decoded) for a in actions):
@@ -290,3 +290,27 @@ def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_
     assert decoded is not None
     assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
     assert 4 in state.current.sent
+
+
+def test_a_thief_is_spared_the_pieces_its_victim_sent_before_reading_the_notice():
+    """frc: worker 1 done first takes the far half of worker 0's share, far end first. Worker 0,
+    not slow, had computed its whole share before the notice came and sends it all: worker 1 is
+    told its list without those pieces (it would compute them again), and, left with nothing,
+    is given nothing more here (every piece is in): the round decodes, each piece once."""
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, each = values_of(part, np.random.default_rng(9))
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+    for w in (2, 3, 4, 5):
+        state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+    first = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
+    taken = next(a.tasks for a in first if a.worker == 1)
+    share = list(part.schedule[0])
+    done_first = share[: len(share) - 1]  # all but its last: the decode is not complete yet
+    spared = state.on_result(0, 0, 0, done_first, vals[done_first], 2.5)
+    notice = next(a for a in spared if a.worker == 1)
+    assert isinstance(notice, SendAssign)
+    assert set(notice.tasks) == set(taken) - set(done_first) == {share[-1]}
+    decoded = state.on_result(1, 0, 0, list(notice.tasks), vals[list(notice.tasks)], 3.0)
+    assert isinstance(decoded[-1], Decoded)
+    assert np.allclose(decoded[-1].result, each.sum(axis=0), rtol=1e-12)

@@ -40,6 +40,8 @@ PAGERANK_SCHEMES: dict[str, list[str]] = {  # a matrix-vector job: codes whose t
     "mds s=1 partial": ["--code", "mds", "--stragglers", "1", "--partial", "on"],
     "mds s=2": ["--code", "mds", "--stragglers", "2"],
     "mds s=2 partial": ["--code", "mds", "--stragglers", "2", "--partial", "on"],
+    "sparse": ["--code", "sparse"],  # coded blocks of a few partitions each, not all K
+    "sparse partial": ["--code", "sparse", "--partial", "on"],
 }
 JOB_SCHEMES = {"logreg": SCHEMES, "pagerank": PAGERANK_SCHEMES}
 MOVE_PERIOD_S = 0.4

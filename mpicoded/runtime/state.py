@@ -166,7 +166,8 @@ class MasterState:
                        if schedule[w] and w not in self.quiet}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
-        if self.partial:  # a quiet worker's share is orphaned: the first idle holders take it
+        lists = {w: tuple(schedule[w]) for w in outstanding}
+        if self.partial:
             cur = self.current
             cur.lists = {w: list(schedule[w]) for w in outstanding}
             cur.reported = dict.fromkeys(outstanding, 0)
@@ -175,10 +176,30 @@ class MasterState:
             cur.sent = set(outstanding)
             for w in cur.sent:
                 self.last_sent[w] = self.rounds
+            self._deal([t for w in sorted(self.quiet) for t in schedule[w]])
+            lists = {w: tuple(tasks) for w, tasks in cur.lists.items()}
         died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
             return [Recode(self._dead())]
-        return [SendIterate(w, job, iteration, schedule[w], self.epoch) for w in sorted(outstanding)]
+        return [SendIterate(w, job, iteration, lists[w], self.epoch) for w in sorted(outstanding)]
+
+    def _deal(self, orphans: list[int]) -> None:
+        """Partial work, a new round: the shares of the workers left out go at once to the
+        round's workers, each piece (or a stand-in for it) to the end of the shortest list
+        that can take it, so nobody waits to be idle for them (a round trip each round for a
+        straggler that stays slow). A piece nobody of the round can take is left to the
+        hand-over (a quiet one sent late for it)."""
+        cur = self.current
+        assert cur is not None
+        for t in orphans:
+            for w in sorted(cur.lists, key=lambda w: (len(cur.lists[w]), w)):
+                pair = self._stand_ins([t], w)
+                if pair:
+                    q = pair[0][1]
+                    cur.lists[w].append(q)
+                    cur.outstanding[w].add(q)
+                    cur.owner[q], cur.owner[t] = w, w if t == q else RELEASED
+                    break
 
     @property
     def partial(self) -> bool:

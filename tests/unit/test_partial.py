@@ -314,3 +314,36 @@ def test_a_thief_is_spared_the_pieces_its_victim_sent_before_reading_the_notice(
     decoded = state.on_result(1, 0, 0, list(notice.tasks), vals[list(notice.tasks)], 3.0)
     assert isinstance(decoded[-1], Decoded)
     assert np.allclose(decoded[-1].result, each.sum(axis=0), rtol=1e-12)
+
+
+def test_a_quiet_workers_share_is_dealt_out_with_the_round():
+    """Partial spread s=1, worker 1 quiet: its share goes out in the round's ITERATEs, each
+    piece to another holder of its partition (the one partner each partition has), appended to
+    the lists; the lists stay even, and the round decodes every row once without worker 1."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, each = values_of(part, np.random.default_rng(10))
+    state = MasterState(part, rounds=10)
+    state.heard = {w: 0 if w == 1 else 10 for w in range(6)}
+    state.last_sent = dict.fromkeys(range(6), 10)
+    actions = state.start_iteration(0, 0, 0.0)
+    assert state.quiet == {1}
+    lists = {a.worker: a.tasks for a in actions if isinstance(a, SendIterate)}
+    pieces, holds = part.params["pieces"], part.params["holds"]
+    for w, tasks in lists.items():
+        own = len(part.schedule[w])
+        assert tasks[:own] == part.schedule[w]  # its own share first, then what it was dealt
+        assert all(pieces[t].key in holds[w] for t in tasks)
+    dealt = [t for w, tasks in lists.items() for t in tasks[len(part.schedule[w]):]]
+    assert sorted(dealt) == sorted(part.schedule[1])
+    assert max(map(len, lists.values())) - min(map(len, lists.values())) <= 1
+    work = list(lists.items())
+    while work:
+        w, tasks = work.pop(0)
+        for a in state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], 1.0):
+            if isinstance(a, Decoded):
+                assert np.allclose(a.result, each.sum(axis=0), rtol=1e-12)
+                return
+            if isinstance(a, SendAssign):
+                work.append((a.worker, a.tasks))
+    raise AssertionError("the round did not decode")

@@ -83,10 +83,11 @@ class JobRecord:
 def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
                  purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
                  report_progress: bool, epoch: int, trace: bool = False,
-                 pieces: Code | None = None) -> WorkerSetup:
+                 pieces: Code | None = None, index: int | None = None) -> WorkerSetup:
     """What the worker of world rank ``rank`` (its identity: delays are keyed by it) holds: its
     settings, and the blocks and terms of ``tasks`` (only the ids of blocks a job's workers load
-    themselves); under partial work (``pieces``), the row range of every piece it may run."""
+    themselves); under partial work (``pieces``), the row range of every piece it may run, as
+    worker ``index`` of the code (rank - 1 until a re-code for fewer workers)."""
     cost = job.task_cost()
     blocks, terms = job.placement(tasks)
     setup = WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
@@ -97,7 +98,8 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                         purge=purge, kill_at=kill_at, report_progress=report_progress,
                         epoch=epoch, trace=trace, data_coded=job.data_coded)
     if pieces is not None:  # every piece of the partitions it holds: it may be sent any
-        table, holds = pieces.params["pieces"], pieces.params["holds"][rank - 1]
+        table = pieces.params["pieces"]
+        holds = pieces.params["holds"][rank - 1 if index is None else index]
         mine = [t for t, p in enumerate(table) if p.key in holds]
         setup.pieces = {t: (table[t].key, table[t].start, table[t].stop) for t in mine}
         setup.task_cost = dict(zip(mine, piece_cost(pieces)[mine].tolist(), strict=True))
@@ -214,7 +216,7 @@ class Master:
             world = self.world[rank]
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
-                                 self.state.epoch, self.trace is not None, self.pieces)
+                                 self.state.epoch, self.trace is not None, self.pieces, w)
             head, arrays = object_frames(setup)
             try:
                 self.outbox.send(head, rank, Tag.SETUP)

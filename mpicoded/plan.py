@@ -109,7 +109,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "replicas cover the rest; every row is counted once. A matrix-vector job: "
                    "row ranges of the coded blocks, each range decoded on its own, idle workers "
                    "standing in for a straggler's ranges with their own blocks (mds). Default "
-                   "auto: on for spread (made for it) where it applies, off for the others")
+                   "auto: on for spread, and frc or gfrc with --stragglers 2 or more (measured "
+                   "faster than static there), where the job allows it; off for the others")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -332,6 +333,16 @@ def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: flo
     return Splitter(args.split, code.n_tasks, code.n_workers, declared, args.gamma)
 
 
+def partial_by_default(code: Code) -> bool:
+    """Whether ``--partial auto`` turns partial work on: spread (made for it), and frc or
+    gfrc with s >= 2, where ``bench straggler-tax`` found it faster than the static code with
+    no straggler, one fixed, one moving and two fixed, in each of three runs. Not for s = 1
+    (no faster under a moving straggler or two fixed) nor codes not measured."""
+    if code.name == "spread":
+        return True
+    return code.name in ("frc", "gfrc") and int(code.params.get("stragglers", 0)) >= 2
+
+
 COST_WARNING_RATIO = 2.0  # a task costing more than this many partitions' work is flagged
 
 
@@ -426,9 +437,9 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
             rows = coded_job.default_chunk_rows() if args.chunk_rows is None else args.chunk_rows
             coded_job.pieces(rows, fit=args.chunk_rows is None).decoder(tolerance)
 
-        if args.partial == "auto":  # on where the code is made for it and the job allows it
-            args.partial = "off"
-            if code.name == "spread" and splitter is None and isinstance(job, CodedGradient):
+        if args.partial == "auto":  # on where the bench finds it never loses, if the job
+            args.partial = "off"  # allows it
+            if partial_by_default(code) and splitter is None and isinstance(job, CodedGradient):
                 with contextlib.suppress(ValueError):
                     cut(job)
                     args.partial = "on"

@@ -25,10 +25,10 @@ from .common import have_matplotlib, needs_quotas, table, train_run
 PATTERNS = ("none", "fixed", "moving", "two fixed")
 SCHEMES: dict[str, list[str]] = {
     "uncoded": ["--code", "uncoded"],
-    "frc s=1": ["--code", "frc", "--stragglers", "1"],
-    "gfrc s=1": ["--code", "gfrc", "--stragglers", "1"],
+    "frc s=1": ["--code", "frc", "--stragglers", "1", "--partial", "off"],
+    "gfrc s=1": ["--code", "gfrc", "--stragglers", "1", "--partial", "off"],
     "gfrc s=1 partial": ["--code", "gfrc", "--stragglers", "1", "--partial", "on"],
-    "gfrc s=2": ["--code", "gfrc", "--stragglers", "2"],
+    "gfrc s=2": ["--code", "gfrc", "--stragglers", "2", "--partial", "off"],
     "gfrc s=2 partial": ["--code", "gfrc", "--stragglers", "2", "--partial", "on"],
     "spread s=1 partial": ["--code", "spread", "--stragglers", "1", "--partial", "on"],
     "spread s=2 partial": ["--code", "spread", "--stragglers", "2", "--partial", "on"],

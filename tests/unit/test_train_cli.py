@@ -58,7 +58,12 @@ def test_partial_work_cuts_the_code_into_pieces_of_the_chunk_grid():
     (["--code", "spread", "--stragglers", "1"], "on"),  # made for it
     (["--code", "spread", "--stragglers", "1", "--partial", "off"], "off"),
     (["--code", "spread", "--stragglers", "1", "--job", "linreg"], "off"),  # coded on its data
-    (["--code", "gfrc", "--stragglers", "1"], "off"),  # static unless asked
+    (["--code", "gfrc", "--stragglers", "1"], "off"),  # s = 1: static unless asked
+    (["--code", "gfrc", "--stragglers", "2"], "on"),  # measured faster in every pattern
+    (["--code", "frc", "--stragglers", "3"], "on"),  # the default run's code
+    ([], "on"),
+    (["--code", "frc", "--stragglers", "3", "--split", "adaptive"], "off"),  # a load split
+    (["--code", "cpgc", "--load", "2"], "off"),  # not measured
 ])
 def test_partial_work_is_on_by_default_where_the_code_is_made_for_it(argv, partial):
     plan = plan_run([*argv, "--samples", "4000"], n_workers=4)

@@ -261,7 +261,8 @@ class MasterState:
                 position[t] + 1 for t in tasks if t in position])
             cur.told.discard(worker)
             actions = self._spare(worker, tasks) + self._hand_over([worker])
-            if not actions and not any(self._owed(w) for w in cur.sent & self._live):
+            if (not actions and "ranges" in self.code.params
+                    and not any(self._owed(w) for w in cur.sent & self._live)):
                 actions = self._cover()
             return actions
         if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
@@ -405,8 +406,6 @@ class MasterState:
         A re-code if even the living's every block would not do."""
         cur = self.current
         assert cur is not None
-        if "ranges" not in self.code.params:
-            return []
         if not cur.decoder.could_finish(self._holding(self._live)):
             return [Recode(self._dead(), "every result is in and the code cannot decode them")]
         holds, pieces = self.code.params["holds"], self.code.params["pieces"]

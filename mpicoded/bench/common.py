@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -19,6 +20,8 @@ def train_run(ranks: int, flags: list[str], records: bool = False,
     ``throttle`` puts ranks under CPU quotas, fixed or on a schedule (real slow ranks; root)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
+        if isinstance(throttle, Schedule):  # its windows timed from the first iteration
+            throttle = dataclasses.replace(throttle, clock=str(path))
         done = run_mpi(ranks, ["-m", "mpicoded.train", *flags, "--quiet", "--metrics", str(path)],
                        timeout=TIMEOUT_S, throttle=throttle)
         if done.returncode != 0:

@@ -50,13 +50,13 @@ BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from
 
 def schedule(pattern: str, cap: float | None, fraction: float, ranks: int) -> Schedule | None:
     """The throttle of a pattern: every worker at ``cap`` (None: uncapped), the straggler(s) at
-    ``fraction`` of that."""
+    ``fraction`` of that from the first iteration on (``train_run`` starts the clock there)."""
     slow = fraction * (cap or 1.0)
     items = [f"workers={cap:g}"] if cap else []
     if pattern == "fixed":
-        items.append(f"2={slow:g}")
+        items.append(f"2={slow:g}@0-")
     elif pattern == "two fixed":
-        items += [f"2={slow:g}", f"5={slow:g}"]
+        items += [f"2={slow:g}@0-", f"5={slow:g}@0-"]
     elif pattern == "moving":
         items.append(f"move={slow:g}/{MOVE_PERIOD_S:g}/3")
     return parse_schedule(",".join(items), ranks) if items else None

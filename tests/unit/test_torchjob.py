@@ -1,0 +1,91 @@
+"""TorchJob without MPI: partition gradients add up to the full-batch one, row chunks to the
+whole partition, and a step is the optimizer's step on the mean gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mpicoded.jobs.coded import kernel_for  # noqa: E402 - after the skip
+from mpicoded.jobs.task import run_task  # noqa: E402
+from mpicoded.jobs.torchjob import TorchJob  # noqa: E402
+
+
+def mlp(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                               torch.nn.Linear(16, 3)).double()
+
+
+def data(rows: int = 90, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, 8, generator=g, dtype=torch.float64), torch.randint(
+        0, 3, (rows,), generator=g)
+
+
+def full_batch_grad(model: torch.nn.Module, X, y) -> np.ndarray:
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(X), y, reduction="sum").backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy()
+
+
+def test_partition_gradients_sum_to_the_full_batch_gradient():
+    X, y = data()
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
+    theta = job.theta0()
+    blocks = job.blocks(7)
+    assert job.sizes == [13, 13, 13, 13, 13, 13, 12] and job.dim == 8 * 16 + 16 + 16 * 3 + 3
+    total = sum(job.compute(b, theta) for b in blocks)
+    np.testing.assert_allclose(total, full_batch_grad(mlp(), X, y), rtol=1e-12, atol=1e-12)
+    losses = sum(job.block_loss(b, theta) for b in blocks)
+    assert job.combine_loss(theta, losses, np.arange(7)) == pytest.approx(
+        float(torch.nn.functional.cross_entropy(mlp()(X), y).detach()), rel=1e-12)
+
+
+def test_row_chunks_add_up_to_the_whole_partition():
+    """mpicoded's chunked kernel (the one a purge interrupts) gives the whole block's sum."""
+    X, y = data()
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
+    block = job.blocks(1)[0]
+    theta = job.theta0()
+    whole = job.compute(block, theta)
+    value, fraction, chunks = run_task(kernel_for(job), {0: block}, [(0, 1.0)], theta,
+                                       job.dim + 1, 7, 1, lambda: False)  # + the loss
+    assert fraction == 1.0 and chunks == 13
+    np.testing.assert_allclose(value[:job.dim], whole, rtol=1e-12, atol=1e-12)
+    assert value[-1] == pytest.approx(job.block_loss(block, theta), rel=1e-12)
+
+
+def test_a_step_is_the_optimizers_step_on_the_mean_gradient():
+    """Adam with its state on rank 0: two TorchJob steps equal two steps of plain torch."""
+    X, y = data()
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), lambda: (X, y),
+                   optimizer=lambda ps: torch.optim.Adam(ps, lr=0.01))
+    blocks = job.blocks(3)
+    theta = job.theta0()
+    ref = mlp()
+    opt = torch.optim.Adam(ref.parameters(), lr=0.01)
+    for _ in range(2):
+        total = sum(job.compute(b, theta) for b in blocks)
+        theta = job.step(theta, total, np.arange(3))
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ref(X), y).backward()
+        opt.step()
+    expected = torch.nn.utils.parameters_to_vector(ref.parameters()).detach().numpy()
+    np.testing.assert_allclose(theta, expected, rtol=1e-10, atol=1e-12)
+    assert not np.array_equal(job.theta0(), theta)  # every job still starts where it was built
+
+
+def test_a_dataset_and_bad_arguments():
+    X, y = data(20)
+    ds = torch.utils.data.TensorDataset(X, y)
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), ds)
+    inputs, targets = job.arrays()
+    np.testing.assert_array_equal(inputs, X.numpy())
+    np.testing.assert_array_equal(targets, y.numpy())
+    with pytest.raises(ValueError, match="reduction='sum'.*got reduction='mean'"):
+        TorchJob(mlp(), torch.nn.CrossEntropyLoss(), (X, y))
+    with pytest.raises(ValueError, match="20 inputs but 19 targets"):
+        TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y[:19])).arrays()

@@ -78,7 +78,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="fraction of partitions an iteration may miss (partial recovery); the "
                    "update leaves the missed ones out; default 0 (exact)")
     g = p.add_argument_group("injected delays")
-    g.add_argument("--delay", choices=DELAY_MODELS, default="seed001", help="default seed001")
+    g.add_argument("--delay", choices=DELAY_MODELS, default="seed001",
+                   help="default seed001 (a demo of paper 001's delays; mpicoded.run defaults "
+                   "to none)")
     g.add_argument("--seed", type=int, default=0,
                    help="seeds delays, arrivals and the built-in jobs' data; default 0")
     g.add_argument("--mu", type=float, default=10.0, help="seed001 rate μ; default 10")
@@ -313,7 +315,7 @@ def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> st
     iterations)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
             "kill_worker", "iterations", "output", "iteration_timeout", "wait", "trace",
-            "dashboard", "partial"}
+            "dashboard", "partial", "callbacks"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in vars(args).items() if k not in free}})
 

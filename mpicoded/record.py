@@ -56,7 +56,7 @@ class Progress:
                   f"{job.in_order_delay_s:.3f} s, loss {shown(job.final_loss)}",
                   file=sys.stderr, flush=True)
 
-    def __call__(self, record, loss: float | None) -> None:
+    def __call__(self, record, loss: float | None, theta=None) -> None:
         self.wall += record.wall_s
         self.seen += 1
         self.purged += record.purged_tasks

@@ -85,7 +85,7 @@ def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule) -
                     records=True, throttle=schedule)
     its = run["iteration_records"]
     return {"step_s": run["mean_iteration_s"], "makespan_s": run["makespan_s"],
-            "curve": [(r["started_s"] + r["wall_s"], r["loss"]) for r in its
+            "curve": [(r["started_s"] + r["wall_s"] - its[0]["started_s"], r["loss"]) for r in its
                       if r["loss"] is not None]}
 
 

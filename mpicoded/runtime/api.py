@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -54,13 +54,21 @@ class MasterFailed(RuntimeError):
     """Rank 0 failed before the run started (its traceback is on rank 0)."""
 
 
-def run(job: AnyJob, **given: Any):
+def run(job: AnyJob, callbacks: Sequence[Callable[..., Any]] = (), **given: Any):
     """Run ``job`` coded over the ranks of MPI.COMM_WORLD; rank 0 returns the RunResult, the
-    other ranks return None. Options are the ``python -m mpicoded.train`` flags' names."""
+    other ranks return None. Options are the ``python -m mpicoded.train`` flags' names, but
+    ``delay`` defaults to ``"none"`` (the CLI's demo injects seed001). Each of ``callbacks`` is
+    called on rank 0 after every iteration as ``callback(record, loss, theta)``: the
+    IterationRecord, the loss of the theta it produced (None when not computed) and that theta
+    (a copy may be kept; it must not be changed)."""
     if not isinstance(job, (GradientJob, MatVecJob)):
         raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
                         "mpicoded.MatVecJob")
-    args = options(**given)  # the same check on every rank: nobody waits for a refused name
+    bad = [c for c in callbacks if not callable(c)]
+    if bad:
+        raise UsageError(f"callbacks: {bad[0]!r} is not callable")
+    args = options(**{"delay": "none", **given})  # the same check on every rank: nobody waits
+    args.callbacks = tuple(callbacks)
     comm = world()
     from .transport import end_waits, set_wait
 
@@ -255,6 +263,12 @@ def _banner(plan: Plan, n_workers: int) -> str:
     return line
 
 
+def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | None,
+                    theta: Any) -> None:
+    for call in calls:
+        call(record, loss, theta)
+
+
 def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     """Rank 0: place, run, report. After a failover (``adopt``: the survivors' comm ranks by
     world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
@@ -277,7 +291,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
                     purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
                     chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
                     iteration_timeout=args.iteration_timeout,
-                    on_iteration=progress, on_job=progress.job_done,
+                    on_iteration=progress if not args.callbacks else partial(
+                        _each_iteration, [progress, *args.callbacks]), on_job=progress.job_done,
                     log=None if plan.metrics is None else plan.metrics.write, trace=args.trace,
                     partial=args.partial == "on")
     global _serving

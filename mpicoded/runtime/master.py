@@ -132,7 +132,8 @@ class Master:
                  kill_at: dict[int, tuple[int, int]] | None = None,
                  checkpoint: tuple[str, int, str] | None = None,
                  iteration_timeout: float | None = None,
-                 on_iteration: Callable[[IterationRecord, float | None], None] | None = None,
+                 on_iteration: Callable[[IterationRecord, float | None, np.ndarray], None]
+                 | None = None,
                  on_job: Callable[[JobRecord], None] | None = None,
                  log: Callable[[str], object] | None = None, trace: bool = False,
                  partial: bool = False) -> None:
@@ -486,7 +487,7 @@ class Master:
         self.place()  # a death while re-placing is found here or by the next iteration
 
     def report(self, record: IterationRecord, last: bool = False,
-               decoded: float | None = None) -> float | None:
+               decoded: float | None = None, theta: np.ndarray | None = None) -> float | None:
         """Record an iteration with the loss of the theta it produced: ``decoded`` with the next
         iteration's results for a job whose workers return their loss, else computed here
         every ``loss_every``-th iteration and at a job's last (a pass over all the data on
@@ -497,8 +498,8 @@ class Master:
             loss = self.job.loss(self.theta)
         self.records.append(record)
         self.losses.append(loss)
-        if self.on_iteration is not None:
-            self.on_iteration(record, loss)
+        if self.on_iteration is not None:  # with the theta the iteration produced
+            self.on_iteration(record, loss, self.theta if theta is None else theta)
         self.write_trace()
         return loss
 
@@ -571,22 +572,24 @@ class Master:
             resumed = resume is not None and job == first_job
             self.theta = resume.theta.copy() if resume is not None and resumed else self.job.theta0()
             previous: IterationRecord | None = None  # decoded, its loss not known yet
-            ready: tuple[IterationRecord, float | None] | None = None  # to report
+            ready: tuple[IterationRecord, bool, float | None, np.ndarray | None] | None = None
             for it in range(first_it if resumed else 0, iterations):
                 self.start_iteration(job, it)
                 if ready is not None:  # while the workers compute
-                    self.report(ready[0], decoded=ready[1])
+                    self.report(*ready)
                     ready = None
+                # the previous iteration's theta (this one's start), whose loss this decodes
+                produced = self.theta.copy() if self.job.free_loss else None
                 record = self.finish_iteration()
                 if not self.job.free_loss:
-                    ready = (record, None)  # its loss from theta now, on rank 0
+                    ready = (record, False, None, None)  # its loss from theta now, on rank 0
                 elif previous is not None:  # this decode carried the loss of previous' theta
-                    ready = (previous, self.job.decoded_loss)
+                    ready = (previous, False, self.job.decoded_loss, produced)
                 previous = record
                 self.save_checkpoint(job, it + 1)
             done = time.perf_counter() - start
             if ready is not None and ready[0] is not previous:
-                self.report(ready[0], decoded=ready[1])
+                self.report(*ready)
             loss = self.report(previous, last=True) if previous else self.job.loss(self.theta)
             jobs.append(JobRecord(job, arrival, began, done, done - arrival, loss))
             thetas.append(self.theta.copy())

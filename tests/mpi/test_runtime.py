@@ -370,3 +370,27 @@ def test_a_setup_arrives_with_its_arrays_in_the_buffers_they_came_in():
     assert obj["X"].flags.writeable and isinstance(obj["X"].base, np.ndarray)
     assert obj["X"].base.dtype == np.uint8 and obj["X"].base.nbytes == 300 * 7 * 8
     assert receive(comm, source=0) is None  # every frame taken with the set-up
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", [lambda: LogReg(samples=400, features=5, seed=3), Ridge])
+def test_callbacks_see_every_iteration_with_its_theta_and_loss(make):
+    """Rank 0 calls each callback after every iteration with the record, the loss and the theta
+    the iteration produced: logreg decodes its loss with the next iteration's results, ridge's
+    is computed on rank 0; in both the loss is that theta's and the last theta the result's.
+    The API's delay defaults to none (no task is delayed, none purged)."""
+    job, seen = make(), []
+    result = mpicoded.run(job, code="gfrc", stragglers=1, iterations=6, loss_every=1,
+                          callbacks=[lambda record, loss, theta: seen.append(
+                              (record.iteration, loss, theta.copy()))], quiet=True)
+    if result is None:
+        assert seen == []
+        return
+    assert [it for it, _, _ in seen] == list(range(6))
+    np.testing.assert_array_equal(seen[-1][2], result.theta)
+    for _, loss, theta in seen:
+        assert loss == pytest.approx(job.loss(theta), rel=1e-9)
+    assert result.totals["purged_tasks"] == 0 and result.record["delay"]["delay"] == "none"
+    with pytest.raises(UsageError, match="callbacks: 3 is not callable"):
+        mpicoded.run(job, callbacks=[3])

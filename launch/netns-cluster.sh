@@ -104,5 +104,5 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

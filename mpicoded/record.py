@@ -94,7 +94,7 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
     wall = [r.wall_s for r in records]
     return {
         "record": "run",
-        "config": {k: v for k, v in vars(plan.args).items() if k != "metrics"},
+        "config": {k: v for k, v in vars(plan.args).items() if k not in ("metrics", "callbacks")},
         "job": {**job_settings(plan.job.job), **plan.job.describe()},
         "code": plan.code.describe(),
         "delay": plan.delay.describe(),

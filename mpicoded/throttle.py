@@ -41,6 +41,7 @@ MAX_PERIOD_US = 1_000_000  # and a period above 1 s
 MIN_FRACTION = MIN_QUOTA_US / MAX_PERIOD_US
 GROUP_PREFIX = "mpicoded-"
 CLOCK_POLL_S = 0.01  # how often a schedule's clock file is looked at until the run starts
+FOLLOW_POLL_S = 0.2  # how often ``follow`` looks whether it should end
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 Key = int | str  # a rank number (group rank<N>) or a name such as a host h1 (group h1)
@@ -537,14 +538,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         controller = find_controller()
         held(args.dir, controller)
         if not schedule.static:
-            done = threading.Event()
+            stopped: list[int] = []  # a plain flag: an Event's lock could deadlock a handler
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: done.set())
+                signal.signal(sig, lambda signum, _: stopped.append(signum))
             throttle = Throttle({}, controller=controller, name=args.dir.name,
                                 schedule=schedule)
+            parent = os.getppid()
             throttle.follow()
-            while not done.wait(0.5):
-                pass
+            # until told, or until the groups or the launching shell are gone (SIGKILLed)
+            while not stopped and args.dir.is_dir() and os.getppid() == parent:
+                time.sleep(FOLLOW_POLL_S)
             throttle.stop()
     except (ValueError, ThrottleError) as exc:
         print(f"mpicoded.throttle: error: {exc}", file=sys.stderr)

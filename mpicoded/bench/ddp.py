@@ -18,9 +18,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from ..throttle import Key, Schedule, Throttle
+from ..throttle import Key, Schedule, Throttle, check_fraction
 from .common import needs_quotas, table, train_run
 from .tax import SCHEMES, chosen
 
@@ -33,8 +34,9 @@ TARGET_AT = 0.9  # the target loss: DDP's with no straggler after this share of 
 def shares(world: int, cap: float, fraction: float, slow: bool, first: int) -> Schedule:
     """Every process ``first``.. ``first + world - 1`` at ``cap``; with ``slow``, the second of
     them at ``fraction`` of that from the clock's start (the first step) on."""
-    base: dict[Key, float] = {first + i: cap for i in range(world)}
-    windows = ((first + 1, cap * fraction, 0.0, math.inf),) if slow else ()
+    base: dict[Key, float] = {first + i: check_fraction(cap, f"--cap {cap}") for i in range(world)}
+    windows = ((first + 1, check_fraction(cap * fraction, f"--cap x --small-fraction = "
+                                          f"{cap * fraction:g}"), 0.0, math.inf),) if slow else ()
     return Schedule(base, windows, workers=tuple(base))
 
 
@@ -50,17 +52,21 @@ def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> 
         log = Path(tmp) / "ddp.jsonl"
         throttle = Throttle({}, schedule=dataclasses.replace(schedule, clock=str(log))).create()
         procs = []
+        outs = [Path(tmp) / f"rank{rank}.out" for rank in range(world)]  # files: no pipe fills
         try:
             throttle.follow()
             port = str(free_port())
             for rank in range(world):
                 child = {**env, "RANK": str(rank), "WORLD_SIZE": str(world),
                          "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-                procs.append(subprocess.Popen(
-                    [*throttle.join_prefix(rank), sys.executable, "-m", "mpicoded.bench.ddp_job",
-                     str(steps), str(log)], env=child, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, text=True))
-            outs = [p.communicate(timeout=TIMEOUT_S)[0] for p in procs]
+                with outs[rank].open("w") as out:
+                    procs.append(subprocess.Popen(
+                        [*throttle.join_prefix(rank), sys.executable, "-m",
+                         "mpicoded.bench.ddp_job", str(steps), str(log)], env=child, stdout=out,
+                        stderr=subprocess.STDOUT))
+            deadline = time.monotonic() + TIMEOUT_S
+            for p in procs:
+                p.wait(timeout=max(1.0, deadline - time.monotonic()))
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -68,7 +74,7 @@ def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> 
                     p.wait()
             throttle.remove()
         if any(p.returncode for p in procs):
-            raise RuntimeError("DDP failed:\n" + "\n".join(o[-2000:] for o in outs))
+            raise RuntimeError("DDP failed:\n" + "\n".join(o.read_text()[-2000:] for o in outs))
         rows = [json.loads(line) for line in log.read_text().splitlines()]
     steps_done = [r for r in rows if r["record"] == "step"]
     # step t logs the loss at the theta it started from, ready when step t - 1 ended: the
@@ -137,7 +143,7 @@ def bench_ddp(args: argparse.Namespace) -> dict:
         best = min((runs[f"mpicoded {n} | {pattern}"]["to_target_s"] or math.inf)
                    for n in schemes)
         summary[f"ddp_over_best_mpicoded_to_target_{pattern}"] = (
-            (ddp or math.inf) / best if best else None)
+            ddp / best if ddp is not None and math.isfinite(best) and best > 0 else None)
     print(f"\n{json.dumps(summary)} (goals: with the straggler >= 3, DDP's time to the target "
           "over mpicoded's; without, >= 1 / 1.2)")
     out_dir = Path(args.out)

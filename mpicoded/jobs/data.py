@@ -71,14 +71,15 @@ def load(path: str | Path) -> Dataset:
                     raise DatasetError(f"dataset {path}: a .npz needs arrays 'X' and 'y', has {list(f)}")
                 X, y = np.asarray(f["X"], dtype=np.float64), np.asarray(f["y"], dtype=np.float64)
         elif path.suffix == ".csv":
-            with path.open() as f:
+            with path.open(encoding="utf-8-sig") as f:  # a byte-order mark is no header
                 header = _is_header(f.readline())
             try:  # numpy's C parser: 50000 x 51 in 1.0 s, genfromtxt 2.6 s
                 table = np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=int(header),
+                                   encoding="utf-8-sig",
                                    ndmin=2)
             except ValueError as exc:
-                raise DatasetError(f"dataset {path}: holds NaN, infinite or non-numeric values: "
-                                   f"{exc}") from None
+                raise DatasetError(f"dataset {path}: non-numeric values or rows of unequal "
+                                   f"length: {exc}") from None
             if table.ndim != 2 or table.shape[1] < 2:
                 raise DatasetError(f"dataset {path}: a .csv needs >= 2 numeric columns (features, target)")
             X, y = table[:, :-1], table[:, -1]

@@ -10,6 +10,7 @@ where a TorchJob is built.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -55,7 +56,8 @@ class TorchJob(GradientJob):
         self.dim = sum(p.numel() for p in self.params)
         self.dtype = self.params[0].dtype
         self.optimizer = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=lr)))(self.params)
-        self.start = self.flat()  # where every job's descent starts
+        self.start = self.flat()  # where every job's descent starts, and with what state
+        self.fresh = copy.deepcopy(self.optimizer.state_dict())
         self.sizes: list[int] = []
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -88,6 +90,8 @@ class TorchJob(GradientJob):
         inputs, targets = (torch.from_numpy(np.ascontiguousarray(a)) for a in block)
         if inputs.is_floating_point():
             inputs = inputs.to(self.dtype)
+        if targets.is_floating_point():  # regression targets: the model's dtype too
+            targets = targets.to(self.dtype)
         return self.loss_fn(self.model(inputs), targets)
 
     def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
@@ -134,7 +138,10 @@ class TorchJob(GradientJob):
         return self.flat()
 
     def theta0(self) -> np.ndarray:
-        """The model's parameters as the job was built."""
+        """The model's parameters as the job was built (the optimizer's state reset: each job
+        of a stream starts afresh). A resumed or failed-over run restarts the optimizer's
+        state (momentum, Adam's moments) from the checkpoint's parameters."""
+        self.optimizer.load_state_dict(copy.deepcopy(self.fresh))
         return self.start.copy()
 
     def flat(self) -> np.ndarray:

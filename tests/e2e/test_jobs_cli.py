@@ -106,8 +106,9 @@ def test_the_examples_run(name, expected):
 
 @pytest.mark.parametrize("code", ["gfrc", "spread"])
 def test_a_torch_model_through_mpirun_equals_single_process_training(code):
-    """A torch MLP with SGD and momentum, gfrc s=2 (static and, for spread, partial work) with
-    a purged straggler that really computes 30x over: the same parameters as torch alone."""
+    """A torch MLP with SGD and momentum, gfrc s=2 and spread s=2 (both with partial work, the
+    default for them) with a purged straggler that really computes 30x over: the same
+    parameters as torch alone."""
     pytest.importorskip("torch", reason="needs the torch extra")
     script = Path(__file__).parents[1] / "torch_job.py"
     done = run_mpi(7, [str(script), code], timeout=180)

@@ -375,13 +375,15 @@ def test_a_setup_arrives_with_its_arrays_in_the_buffers_they_came_in():
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("make", [lambda: LogReg(samples=400, features=5, seed=3), Ridge])
-def test_callbacks_see_every_iteration_with_its_theta_and_loss(make):
+def test_callbacks_see_every_iteration_with_its_theta_and_loss(make, tmp_path_factory):
     """Rank 0 calls each callback after every iteration with the record, the loss and the theta
     the iteration produced: logreg decodes its loss with the next iteration's results, ridge's
     is computed on rank 0; in both the loss is that theta's and the last theta the result's.
     The API's delay defaults to none."""
     job, seen = make(), []
+    metrics = tmp_path_factory.mktemp("cb") / "m.jsonl"  # the run record leaves them out
     result = mpicoded.run(job, code="gfrc", stragglers=1, iterations=6, loss_every=1,
+                          metrics=str(metrics),
                           callbacks=[lambda record, loss, theta: seen.append(
                               (record.iteration, loss, theta.copy()))], quiet=True)
     if result is None:
@@ -391,6 +393,7 @@ def test_callbacks_see_every_iteration_with_its_theta_and_loss(make):
     np.testing.assert_array_equal(seen[-1][2], result.theta)
     for _, loss, theta in seen:
         assert loss == pytest.approx(job.loss(theta), rel=1e-9)
-    assert result.record["delay"]["delay"] == "none"
+    assert result.record["delay"]["delay"] == "none" and "callbacks" not in result.record["config"]
+    assert '"record": "run"' in metrics.read_text().splitlines()[-1]
     with pytest.raises(UsageError, match="callbacks: 3 is not callable"):
         mpicoded.run(job, callbacks=[3])

@@ -313,7 +313,8 @@ def test_load_npz_and_csv(tmp_path):
 
 @pytest.mark.parametrize(("content", "name", "message"), [
     (None, "missing.npz", "no such file"),
-    (b"a,b\n1,x\n", "bad.csv", "NaN, infinite or non-numeric"),
+    (b"a,b\n1,x\n", "bad.csv", "non-numeric values or rows of unequal length"),
+    (b"1,2\n3\n", "ragged.csv", "non-numeric values or rows of unequal length"),
     (b"hello", "bad.npz", "cannot be read"),
     (b"1,2\n", "d.txt", "unknown format"),
 ])

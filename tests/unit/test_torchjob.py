@@ -89,3 +89,23 @@ def test_a_dataset_and_bad_arguments():
         TorchJob(mlp(), torch.nn.CrossEntropyLoss(), (X, y))
     with pytest.raises(ValueError, match="20 inputs but 19 targets"):
         TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y[:19])).arrays()
+
+
+def test_regression_targets_take_the_models_dtype_and_each_job_starts_afresh():
+    """A float32 model with float64 targets (MSE) computes; theta0 resets the parameters and
+    the optimizer's state, so each job of a stream is plain full-batch training."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 1)
+    X = np.random.default_rng(0).standard_normal((30, 4))
+    y = X @ np.arange(1.0, 5.0)[:, None]  # float64 targets, a float32 model
+    job = TorchJob(net, torch.nn.MSELoss(reduction="sum"), (X.astype(np.float32), y),
+                   optimizer=lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9))
+    blocks = job.blocks(2)
+    runs = []
+    for _ in range(2):
+        theta = job.theta0()
+        for _ in range(3):
+            theta = job.step(theta, sum(job.compute(b, theta) for b in blocks), np.arange(2))
+        runs.append(theta)
+    np.testing.assert_array_equal(runs[0], runs[1])  # no momentum carried into job 2
+    assert not np.array_equal(runs[0], job.theta0())

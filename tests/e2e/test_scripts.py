@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ("local.sh", ["-n", "x"], "mpicoded.launcher: error: -n 'x': expected a number of ranks"),
     ("local.sh", ["--throttle", "3=2"], "FRACTION must be a share of one core in [0.001, 1]"),
     ("netns-cluster.sh", ["run", "x"], "RANKS must be a number of ranks, got 'x'"),
-    ("netns-cluster.sh", ["run", "3", "--throttle"], "--throttle needs HOST=FRACTION[,...]"),
+    ("netns-cluster.sh", ["run", "3", "--throttle"], "--throttle needs a SPEC, e.g. h1=0.25"),
 ])
 def test_launch_usage_errors_are_one_line_exit_2(script, args, message):
     if script == "netns-cluster.sh" and os.geteuid() != 0:

@@ -18,14 +18,15 @@ __version__ = "0.1.0"
 from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402 - after the BLAS variables
 
 
-def run(job: GradientJob | MatVecJob, **options):
-    """Run ``job`` coded over MPI.COMM_WORLD (call it on every rank of ``mpirun -n P+1 python
-    script.py``): rank 0 returns the RunResult, the others serve and return None. The options
-    are ``python -m mpicoded.train``'s flags, by name: ``run(job, code="gfrc", stragglers=3)``.
-    MPI is loaded here, not on ``import mpicoded``."""
+def run(job: GradientJob | MatVecJob, comm=None, callbacks=(), **options):
+    """Run ``job`` coded over ``comm`` (MPI.COMM_WORLD if None; call it on every rank of it):
+    its rank 0 returns the RunResult, the others serve and return None. The options are
+    ``python -m mpicoded.train``'s flags, by name: ``run(job, code="gfrc", stragglers=3)``;
+    ``callbacks`` are called on rank 0 after every iteration (``runtime.api.run``). MPI is
+    loaded here, not on ``import mpicoded``."""
     from .runtime.api import run as _run
 
-    return _run(job, **options)
+    return _run(job, comm, callbacks, **options)
 
 
 __all__ = ["GradientJob", "MatVecJob", "TorchJob", "limit_blas_threads", "run"]
@@ -40,8 +41,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'mpicoded' has no attribute {name!r}")
 
 
-def limit_blas_threads() -> None:
-    """Cap every loaded BLAS/OpenMP pool at one thread."""
+def limit_blas_threads(threads: int = 1) -> None:
+    """Set every loaded BLAS/OpenMP pool to ``threads`` threads."""
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)
+    threadpool_limits(threads)

@@ -1,4 +1,5 @@
-"""``mpicoded.run(job, **options)``: one coded run over MPI.COMM_WORLD, called on every rank.
+"""``mpicoded.run(job, **options)``: one coded run over a communicator (MPI.COMM_WORLD unless
+given), called on every rank of it.
 
 Rank 0 checks the options, codes the job (reading its data), places it, runs and returns the
 RunResult; every other rank serves and returns None. A user error raises UsageError (a
@@ -54,13 +55,15 @@ class MasterFailed(RuntimeError):
     """Rank 0 failed before the run started (its traceback is on rank 0)."""
 
 
-def run(job: AnyJob, callbacks: Sequence[Callable[..., Any]] = (), **given: Any):
-    """Run ``job`` coded over the ranks of MPI.COMM_WORLD; rank 0 returns the RunResult, the
-    other ranks return None. Options are the ``python -m mpicoded.train`` flags' names, but
-    ``delay`` defaults to ``"none"`` (the CLI's demo injects seed001). Each of ``callbacks`` is
-    called on rank 0 after every iteration as ``callback(record, loss, theta)``: the
-    IterationRecord, the loss of the theta it produced (None when not computed) and that theta
-    (a copy may be kept; it must not be changed)."""
+def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] = (),
+        **given: Any):
+    """Run ``job`` coded over the ranks of ``comm`` (MPI.COMM_WORLD if None; a duplicate of it
+    is used, so the run's messages never meet the calling program's); its rank 0 returns the
+    RunResult, the other ranks return None. Options are the ``python -m mpicoded.train``
+    flags' names, but ``delay`` defaults to ``"none"`` (the CLI's demo injects seed001). Each
+    of ``callbacks`` is called on rank 0 after every iteration as ``callback(record, loss,
+    theta)``: the IterationRecord, the loss of the theta it produced (None when not computed)
+    and that theta (a copy may be kept; it must not be changed)."""
     if not isinstance(job, (GradientJob, MatVecJob)):
         raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
                         "mpicoded.MatVecJob")
@@ -69,20 +72,40 @@ def run(job: AnyJob, callbacks: Sequence[Callable[..., Any]] = (), **given: Any)
         raise UsageError(f"callbacks: {bad[0]!r} is not callable")
     args = options(**{"delay": "none", **given})  # the same check on every rank: nobody waits
     args.callbacks = tuple(callbacks)
-    comm = world()
+    comm = communicator(comm)
+    if args.threads:
+        limit_blas_threads(args.threads)
     from .transport import end_waits, set_wait
 
     set_wait(args.wait)
     try:
         if comm.Get_rank() == 0:
-            return _master(comm, job, args)
-        return _worker(comm, job, args)
+            result = _master(comm, job, args)
+        else:
+            result = _worker(comm, job, args)
     finally:
         end_waits()
+    if not ft_enabled():  # under ULFM a communicator with dead ranks is left alone
+        comm.Free()
+    return result
+
+
+def communicator(comm: Any = None):
+    """A duplicate of ``comm`` (MPI.COMM_WORLD if None) for one run, MPI loaded on first use;
+    collective over ``comm``."""
+    from mpi4py import MPI
+
+    world_ = world()
+    if comm is None:
+        comm = world_
+    if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+        raise TypeError(f"comm={comm!r}: expected an mpi4py intracommunicator (MPI.COMM_WORLD, "
+                        "or one split from it)")
+    return comm.Dup()
 
 
 def world():
-    """MPI.COMM_WORLD, MPI loaded on first use, one BLAS thread a rank."""
+    """MPI.COMM_WORLD, MPI loaded on first use."""
     import mpi4py
 
     if os.environ.get("OMPI_MCA_mpi_ft_enable") == "1":
@@ -91,7 +114,6 @@ def world():
         mpi4py.rc.finalize = False
     from mpi4py import MPI
 
-    limit_blas_threads()
     return MPI.COMM_WORLD
 
 
@@ -151,7 +173,7 @@ def _worker(comm, job: AnyJob, args):
     from .transport import ProcessesFailed
     from .worker import Worker, WorkerSetup, receive_setup
 
-    world_rank = comm.Get_rank()
+    world_rank, size = comm.Get_rank(), comm.Get_size()
     failovers = 0
     worker: Worker | None = None
     while True:
@@ -170,7 +192,7 @@ def _worker(comm, job: AnyJob, args):
         except ProcessesFailed:  # only the master talks to a worker: it is the one gone
             if not ft_enabled():
                 raise MasterDied(f"rank {world_rank}: the master died") from None
-        outcome = fail_over(comm, world_rank, worker)
+        outcome = fail_over(comm, world_rank, worker, size)
         comm, failovers = outcome.comm, failovers + 1
         if outcome.minority:  # cut off (a partition?), or too few left to be sure: leave
             raise MasterDied(f"rank {world_rank}: the master is unreachable and so are most "
@@ -189,12 +211,10 @@ def ft_enabled() -> bool:
 def _take_over(outcome, job: AnyJob, args, failovers: int):
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for."""
-    from mpi4py import MPI
-
     from .. import checkpoint as ckpt
 
     comm = outcome.comm
-    plan = plan_run(job, args, MPI.COMM_WORLD.Get_size() - 1, append=True)  # the first code
+    plan = plan_run(job, args, outcome.world_size - 1, append=True)  # the first code
     survivors = {h.world_rank: rank for rank, h in enumerate(outcome.held) if rank > 0}
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()

@@ -59,11 +59,12 @@ class Failover:
         return best.latest, best.theta
 
 
-def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None) -> Failover:
-    """Collective over the survivors of ``comm``: shrink it and share what each one holds.
+def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None, size: int) -> Failover:
+    """Collective over the survivors of ``comm`` (the run's ranks were ``size``): shrink it and
+    share what each one holds.
     Blocking collectives wait inside MPI: Open MPI's own yield is on meanwhile."""
     latest, theta = (None, None) if worker is None or worker.latest is None else worker.latest
     mine = Held(world_rank, worker.setup.epoch if worker is not None else -1, latest, theta)
     with blocking_mpi():
         new = comm.Shrink()
-        return Failover(new, new.allgather(mine), MPI.COMM_WORLD.Get_size())
+        return Failover(new, new.allgather(mine), size)

@@ -397,3 +397,34 @@ def test_callbacks_see_every_iteration_with_its_theta_and_loss(make, tmp_path_fa
     assert '"record": "run"' in metrics.read_text().splitlines()[-1]
     with pytest.raises(UsageError, match="callbacks: 3 is not callable"):
         mpicoded.run(job, callbacks=[3])
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.timeout(120)
+def test_two_runs_at_once_on_sub_communicators_of_a_larger_program():
+    """A program splits its ranks in two and runs a job on each half at the same time
+    (``comm=``): each half's rank 0 gets its own job's serial result, and the program's own
+    messages on COMM_WORLD around the runs are not disturbed. ``threads`` sets the BLAS
+    pools of the half's ranks."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    world = MPI.COMM_WORLD
+    rank = world.Get_rank()
+    color = rank % 2 if world.Get_size() >= 4 else 0
+    half = world.Split(color, rank)
+    token = world.bcast("before" if rank == 0 else None, root=0)
+    features = 4 + color  # the halves train different jobs
+    job = LinReg(samples=240, features=features, seed=5)
+    result = mpicoded.run(job, comm=half, code="uncoded", iterations=5, quiet=True,
+                          threads=1 + color)
+    assert {pool["num_threads"] for pool in threadpool_info()} == {1 + color}
+    threadpool_limits(1)
+    assert (result is not None) == (half.Get_rank() == 0)
+    if result is not None:
+        code = make_code("uncoded", n_workers=half.Get_size() - 1)
+        np.testing.assert_allclose(result.theta, reference_theta(job, code, 5), rtol=1e-9)
+        assert result.theta.shape == (features,)
+    assert world.allreduce(1) == world.Get_size() and token == "before"
+    half.Free()
+    with pytest.raises(TypeError, match="comm=3: expected an mpi4py intracommunicator"):
+        mpicoded.run(job, comm=3)

@@ -35,6 +35,7 @@ def test_keywords_are_coerced_like_flags():
     ({"stragglers": True}, "stragglers=True is not a valid value"),
     ({"quiet": "yes"}, "quiet='yes': expected True or False"),
     ({"slow_workers": "a"}, "slow_workers='a' is not a valid value"),
+    ({"threads": -1}, "threads=-1 is not a valid value: -1 is out of range: allowed >= 0"),
 ])
 def test_bad_keywords_name_the_option(given, message):
     with pytest.raises(UsageError, match=message):

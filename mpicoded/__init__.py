@@ -16,6 +16,7 @@ for _var in BLAS_VARS:
 __version__ = "0.1.0"
 
 from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402 - after the BLAS variables
+from .log import log_to_stderr  # noqa: E402
 
 
 def run(job: GradientJob | MatVecJob, comm=None, callbacks=(), **options):
@@ -29,7 +30,7 @@ def run(job: GradientJob | MatVecJob, comm=None, callbacks=(), **options):
     return _run(job, comm, callbacks, **options)
 
 
-__all__ = ["GradientJob", "MatVecJob", "TorchJob", "limit_blas_threads", "run"]
+__all__ = ["GradientJob", "MatVecJob", "TorchJob", "limit_blas_threads", "log_to_stderr", "run"]
 
 
 def __getattr__(name: str):

@@ -296,6 +296,11 @@ def build_code(args: argparse.Namespace, n_workers: int, matvec: bool = False) -
     return make_code(args.code, n_workers=n_workers, **given)
 
 
+def ft_enabled() -> bool:
+    """Whether Open MPI's fault tolerance (ULFM) is on: ranks survive others' deaths."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
+
+
 def parse_kills(specs: list[str], n_workers: int) -> dict[int, tuple[int, int]]:
     """--kill-worker RANK@IT or RANK@JOB:IT -> {rank: (job, iteration)}."""
     kills = {}
@@ -309,7 +314,7 @@ def parse_kills(specs: list[str], n_workers: int) -> dict[int, tuple[int, int]]:
     bad = [r for r in kills if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--kill-worker {bad}: allowed ranks 1..{n_workers}")
-    if kills and os.environ.get("OMPI_MCA_mpi_ft_enable") != "1":
+    if kills and not ft_enabled():
         raise UsageError("--kill-worker needs Open MPI's fault tolerance: run launch/local.sh "
                          "--ft, or mpirun --with-ft ulfm (without it one dead rank ends the job)")
     return kills

@@ -1,16 +1,16 @@
-"""What a run reports: progress lines on stderr, the metrics records, the final summary table,
-and the saved model."""
+"""What a run reports: progress records (the ``mpicoded`` logger), the metrics records, the
+final summary table, and the saved model."""
 
 from __future__ import annotations
 
 import json
 import resource
-import sys
 from typing import Any, TextIO
 
 import numpy as np
 
 from . import checkpoint as ckpt
+from .log import logger
 from .plan import Plan, job_settings
 from .stream import genie_iteration_time, serve_in_order
 
@@ -36,13 +36,12 @@ def save_output(path: str, result, stream: bool) -> None:
 
 
 class Progress:
-    """Rank 0's progress on stderr: a bar redrawn in place on a terminal, else about ten lines
-    a job."""
+    """Rank 0's progress: about ten log records a job (each with ``progress`` = (iteration,
+    iterations), which the CLI draws as a bar on a terminal), and the metrics records."""
 
     def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1) -> None:
         self.total, self.quiet, self.metrics, self.jobs = total, quiet, metrics, jobs
         self.every = max(1, total // 10)
-        self.tty = sys.stderr.isatty()
         self.wall = 0.0
         self.seen = 0
         self.purged = 0
@@ -52,9 +51,8 @@ class Progress:
         if self.metrics is not None:
             self.metrics.write(json.dumps({"record": "job", **job.__dict__}) + "\n")
         if not self.quiet and self.jobs > 1:
-            print(f"[mpicoded] job {job.job + 1}/{self.jobs} done: in-order delay "
-                  f"{job.in_order_delay_s:.3f} s, loss {shown(job.final_loss)}",
-                  file=sys.stderr, flush=True)
+            logger.info("job %d/%d done: in-order delay %.3f s, loss %s", job.job + 1,
+                        self.jobs, job.in_order_delay_s, shown(job.final_loss))
 
     def __call__(self, record, loss: float | None, theta=None) -> None:
         self.wall += record.wall_s
@@ -65,18 +63,12 @@ class Progress:
             row = {"record": "iteration", **record.__dict__, "loss": loss}
             self.metrics.write(json.dumps(row) + "\n")
         done = record.iteration + 1
-        if self.quiet or not (self.tty or done % self.every == 0 or done == self.total):
+        if self.quiet or not (done % self.every == 0 or done == self.total):
             return
         where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
-        text = (f"{where}iteration {done}/{self.total}  loss {shown(self.loss)}  "
-                f"mean {self.wall / self.seen * 1e3:.1f} ms/it  purged {self.purged}")
-        if self.tty:
-            filled = int(30 * done / self.total)
-            end = "\n" if done == self.total else ""
-            print(f"\r[mpicoded] [{'#' * filled}{'.' * (30 - filled)}] {text}", end=end,
-                  file=sys.stderr, flush=True)
-        else:
-            print(f"[mpicoded] {text}", file=sys.stderr, flush=True)
+        logger.info("%siteration %d/%d  loss %s  mean %.1f ms/it  purged %d", where, done,
+                    self.total, shown(self.loss), self.wall / self.seen * 1e3, self.purged,
+                    extra={"progress": (done, self.total)})
 
 
 def shown(loss: float | None) -> str:

@@ -17,6 +17,7 @@ import sys
 
 from . import __version__, run
 from .jobs import BUILTINS, AnyJob, JobSpecError, build_job
+from .log import log_to_stderr, set_rank
 from .plan import OPTIONS, NothingToDo, UsageError, add_run_options, positive_int
 from .record import summary_table
 
@@ -61,8 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--features", type=positive_int, default=None,
                    help="logreg, linreg: synthetic data columns; power: matrix size; default 50")
     g.add_argument("--dataset", default=None,
-                   help="logreg, linreg: .npz with arrays X, y, or .csv whose last column is the "
-                   "target; power: a symmetric matrix in a .npy")
+                   help="logreg, linreg: .npz with arrays X, y; .csv or .npy (float64) whose "
+                   "last column is the target, a .npy memory-mapped and read by each worker for "
+                   "its own partitions; or a LIBSVM file (.svm, .svmlight, .libsvm; kept sparse, "
+                   "-1/+1 labels taken as 0/1; needs scikit-learn). power: a symmetric matrix "
+                   "in a .npy")
     g.add_argument("--graph", default=None, help="pagerank: an edge list as SNAP writes it "
                    "('#' comments, 'FROM TO' a line); default a synthetic power-law graph")
     g.add_argument("--damping", type=float, default=None, help="pagerank: default 0.85")
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     from .runtime.api import MasterDied, MasterFailed, where, world
 
     rank = world().Get_rank()
+    log_to_stderr()
+    set_rank(rank)
 
     def say_where(signum: int, frame: object) -> None:
         try:

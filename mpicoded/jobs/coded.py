@@ -169,6 +169,9 @@ LINEAR_KERNEL = Kernel(rows=_linear_rows, accumulate=_linear_accumulate)
 LINEAR_LOSS_KERNEL = Kernel(rows=_linear_rows, accumulate=_linear_loss_accumulate)
 
 
+RESULT_DTYPES = ("float64", "float32")
+
+
 class Coded:
     """What the master needs of a coded job; subclasses say how blocks are made and decoded."""
 
@@ -176,6 +179,11 @@ class Coded:
         self.job, self.code = job, code
         self.name = job_name(job)
         self.kernel = kernel_for(job)
+        dtype = getattr(job, "result_dtype", "float64")
+        if dtype not in RESULT_DTYPES:
+            raise ValueError(f"{self.name}.result_dtype = {dtype!r}: allowed "
+                             f"{', '.join(map(repr, RESULT_DTYPES))}")
+        self.half = dtype == "float32"  # results travel as float32
 
     result_size: int
     dim: int
@@ -279,12 +287,13 @@ class CodedGradient(Coded):
         self.dim = int(job.dim)
         self.free_loss = overrides(job, "block_loss", GradientJob)
         self.result_size = self.dim + self.free_loss
-        self._remote = not overrides(job, "blocks", GradientJob)
+        self._remote = bool(job.workers_load) or not overrides(job, "blocks", GradientJob)
         self._every = np.arange(k)  # the partitions an exact decode covers (every iteration)
         self._every.flags.writeable = False
         if self._remote and not overrides(job, "load_block", GradientJob):
             raise ValueError(f"{self.name} defines neither blocks(k) nor load_block(j, k)")
         self.parts: list[Any] = []
+        job.partitioned(k)
         if not self._remote:
             self.parts = list(job.blocks(k)) if parts is None else parts
             if len(self.parts) != k:

@@ -1,12 +1,18 @@
-"""Datasets for the jobs: synthetic ones from a seed, or a .npz / .csv file."""
+"""Datasets for the jobs: synthetic ones from a seed, or a file: .npz, .csv, a LIBSVM
+(svmlight) text file kept sparse, or a .npy memory-mapped (the workers read their own rows)."""
 
 from __future__ import annotations
 
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+
+SVMLIGHT_SUFFIXES = (".svm", ".svmlight", ".libsvm")
+CHUNK_BYTES = 1 << 26  # rows of a memory-mapped file checked or multiplied at a time: 64 MB
 
 
 class DatasetError(ValueError):
@@ -15,11 +21,17 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Dataset:
-    """Features X (n_samples x n_features) and targets y (n_samples,)."""
+    """Features X (n_samples x n_features: a numpy array, a CSR matrix for a LIBSVM file, or a
+    read-only memory map of a .npy) and targets y (n_samples,)."""
 
-    X: np.ndarray
+    X: Any
     y: np.ndarray
     source: str
+
+    @property
+    def mapped(self) -> bool:
+        """Whether X is memory-mapped from a .npy: rows are read where they are used."""
+        return isinstance(self.X, np.memmap)
 
     @property
     def n_samples(self) -> int:
@@ -60,7 +72,8 @@ def _is_header(line: str) -> bool:
 
 
 def load(path: str | Path) -> Dataset:
-    """Read ``X`` and ``y`` from a .npz file, or a .csv whose last column is the target."""
+    """Read ``X`` and ``y`` from a .npz file (arrays X and y), a .csv or a .npy whose last column
+    is the target (the .npy memory-mapped), or a LIBSVM file (``label index:value ...``)."""
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"dataset {path}: no such file")
@@ -71,26 +84,98 @@ def load(path: str | Path) -> Dataset:
                     raise DatasetError(f"dataset {path}: a .npz needs arrays 'X' and 'y', has {list(f)}")
                 X, y = np.asarray(f["X"], dtype=np.float64), np.asarray(f["y"], dtype=np.float64)
         elif path.suffix == ".csv":
-            with path.open(encoding="utf-8-sig") as f:  # a byte-order mark is no header
-                header = _is_header(f.readline())
-            try:  # numpy's C parser: 50000 x 51 in 1.0 s, genfromtxt 2.6 s
-                table = np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=int(header),
-                                   encoding="utf-8-sig",
-                                   ndmin=2)
-            except ValueError as exc:
-                raise DatasetError(f"dataset {path}: non-numeric values or rows of unequal "
-                                   f"length: {exc}") from None
-            if table.ndim != 2 or table.shape[1] < 2:
-                raise DatasetError(f"dataset {path}: a .csv needs >= 2 numeric columns (features, target)")
-            X, y = table[:, :-1], table[:, -1]
+            X, y = _columns(path, _csv(path), ".csv")
+        elif path.suffix == ".npy":
+            X, y = _columns(path, mapped(path), ".npy")
+        elif path.suffix in SVMLIGHT_SUFFIXES:
+            X, y = _svmlight(path)
         else:
-            raise DatasetError(f"dataset {path}: unknown format {path.suffix!r}: allowed .npz, .csv")
+            raise DatasetError(f"dataset {path}: unknown format {path.suffix!r}: allowed .npz, "
+                               f".csv, .npy, {', '.join(SVMLIGHT_SUFFIXES)}")
     except DatasetError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:  # truncated files too
         raise DatasetError(f"dataset {path}: cannot be read: {exc}") from None
     if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] == 0:
         raise DatasetError(f"dataset {path}: X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
-    if not (np.isfinite(X).all() and np.isfinite(y).all()):
+    if not (_finite(X) and np.isfinite(y).all()):
         raise DatasetError(f"dataset {path}: holds NaN, infinite or non-numeric values")
     return Dataset(X, y, str(path))
+
+
+def _csv(path: Path) -> np.ndarray:
+    with path.open(encoding="utf-8-sig") as f:  # a byte-order mark is no header
+        header = _is_header(f.readline())
+    try:  # numpy's C parser: 50000 x 51 in 1.0 s, genfromtxt 2.6 s
+        return np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=int(header),
+                          encoding="utf-8-sig", ndmin=2)
+    except ValueError as exc:
+        raise DatasetError(f"dataset {path}: non-numeric values or rows of unequal length: "
+                           f"{exc}") from None
+
+
+def mapped(path: str | Path) -> np.ndarray:
+    """A .npy's array memory-mapped read-only: pages are read when rows are used."""
+    table = np.load(path, mmap_mode="r", allow_pickle=False)
+    if table.dtype != np.float64:
+        raise DatasetError(f"dataset {path}: a .npy dataset must hold float64 (it holds "
+                           f"{table.dtype}): np.save(path, table.astype(np.float64))")
+    return table
+
+
+def _columns(path: Path, table: np.ndarray, kind: str) -> tuple[Any, np.ndarray]:
+    """Features and target of a table whose last column is the target."""
+    if table.ndim != 2 or table.shape[1] < 2:
+        raise DatasetError(f"dataset {path}: a {kind} needs >= 2 numeric columns (features, "
+                           f"target), got shape {table.shape}")
+    return table[:, :-1], np.array(table[:, -1])
+
+
+def row_chunks(n_rows: int, row_bytes: int) -> list[slice]:
+    """Slices of about CHUNK_BYTES of rows: a memory map is used a chunk at a time."""
+    step = max(1, CHUNK_BYTES // max(1, row_bytes))
+    return [slice(start, min(n_rows, start + step)) for start in range(0, n_rows, step)]
+
+
+def _finite(X: Any) -> bool:
+    if sp.issparse(X):
+        return bool(np.isfinite(X.data).all())
+    return all(np.isfinite(X[rows]).all() for rows in row_chunks(X.shape[0], X[0].nbytes))
+
+
+def _svmlight(path: Path) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A LIBSVM file by scikit-learn's C loader: X stays a CSR matrix."""
+    try:
+        from sklearn.datasets import load_svmlight_file
+    except ImportError:
+        raise DatasetError(f"dataset {path}: reading LIBSVM files needs scikit-learn: pip "
+                           "install mpicoded[data]") from None
+    try:
+        X, y = load_svmlight_file(str(path), dtype=np.float64)
+    except ValueError as exc:
+        raise DatasetError(f"dataset {path}: {_svmlight_fault(path) or exc}") from None
+    return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
+
+
+def _svmlight_fault(path: Path) -> str | None:
+    """The first line of a LIBSVM file that is not ``label [qid:N] index:value ...``, named by
+    its number (the C loader's errors name no line)."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split("#", 1)[0].split()
+            if not fields:
+                continue
+            try:
+                float(fields[0])
+            except ValueError:
+                return f"line {number}: the label {fields[0]!r} is not a number"
+            for field in fields[1:]:
+                index, sep, value = field.partition(":")
+                try:
+                    ok = bool(sep) and (index == "qid" or int(index) >= 0)
+                    float(value)
+                except ValueError:
+                    ok = False
+                if not ok:
+                    return f"line {number}: {field!r} is not index:value"
+    return None

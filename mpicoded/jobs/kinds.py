@@ -39,6 +39,14 @@ class GradientJob:
     dim: int
     additive: bool = True
     linear: bool = False
+    result_dtype: str = "float64"
+    """How results travel to rank 0: "float32" halves the bytes of every result (each value
+    rounded to float32, about 7 digits, then decoded in float64): for a model that computes in
+    float32 anyway (PyTorch's default) it loses nothing a float64 result would keep."""
+    workers_load: bool = False
+    """True where the workers read their own partitions with ``load_block`` although
+    ``blocks`` is defined (data every rank can read, e.g. a memory-mapped file): rank 0 ships
+    partition ids only. A job that defines only ``load_block`` is loaded so anyway."""
 
     def blocks(self, k: int) -> Sequence[Any]:
         """The k data partitions (picklable), in order. Called on rank 0 only."""
@@ -48,6 +56,10 @@ class GradientJob:
     def load_block(self, j: int, k: int) -> Any:
         """Partition j of k, loaded on the worker that needs it (e.g. from shared storage)."""
         raise NotImplementedError
+
+    def partitioned(self, k: int) -> None:
+        """Called on rank 0 once the data are cut in k partitions, before ``blocks`` and any
+        ``step``, whoever reads the blocks (a step that counts rows may need k)."""
 
     def compute(self, block: Any, theta: np.ndarray) -> np.ndarray:
         """One partition's value at theta, e.g. its partial gradient. Runs on workers."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .sample import SampleJob
+from .sample import SampleJob, gram_top_eigenvalue
 
 
 class LinReg(SampleJob):
@@ -20,8 +20,7 @@ class LinReg(SampleJob):
         return X.T @ X, X.T @ y
 
     def default_lr(self) -> float:
-        X = self.data.X
-        return self.data.n_samples / np.linalg.eigvalsh(X.T @ X)[-1]
+        return self.data.n_samples / gram_top_eigenvalue(self.data.X)
 
     def compute(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> np.ndarray:
         X, y = block

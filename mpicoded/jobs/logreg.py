@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from scipy.special import expit
 
 from .data import Dataset, DatasetError
-from .sample import SampleJob
+from .sample import SampleJob, gram_top_eigenvalue
 
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
 
 
-def default_lr(X: np.ndarray) -> float:
-    """1 / smoothness of the mean logistic loss with the L2 term."""
-    return 1.0 / (np.linalg.eigvalsh(X.T @ X)[-1] / (4.0 * len(X)) + REG)
+def default_lr(X) -> float:
+    """1 / smoothness of the mean logistic loss with the L2 term (X dense or sparse)."""
+    return 1.0 / (gram_top_eigenvalue(X) / (4.0 * X.shape[0]) + REG)
 
 
 class LogReg(SampleJob):
@@ -21,10 +23,15 @@ class LogReg(SampleJob):
 
     name = "logreg"
 
-    def check(self, data: Dataset) -> None:
+    def prepare(self, data: Dataset) -> Dataset:
+        """Labels 0/1 as they are; -1/+1 (LIBSVM's) mapped to 0/1."""
         labels = np.unique(data.y)
-        if not np.isin(labels, (0.0, 1.0)).all():
-            raise DatasetError(f"logreg needs labels 0/1, the dataset has {labels[:6].tolist()}")
+        if np.isin(labels, (0.0, 1.0)).all():
+            return data
+        if np.isin(labels, (-1.0, 1.0)).all():
+            return replace(data, y=(data.y > 0).astype(np.float64))
+        raise DatasetError(f"logreg needs labels 0/1 or -1/+1, the dataset has "
+                           f"{labels[:6].tolist()}")
 
     def default_lr(self) -> float:
         return default_lr(self.data.X)

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from functools import cached_property
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import svds
 
 from .coded import row_blocks
-from .data import Dataset, DatasetError, dataset
+from .data import Dataset, DatasetError, dataset, mapped, row_chunks
 from .kinds import GradientJob
+
+
+def gram_top_eigenvalue(X: Any) -> float:
+    """λ_max(XᵀX), for the default step sizes: from XᵀX for dense data (a memory map a chunk of
+    rows at a time), from X's largest singular value for sparse data (XᵀX of a sparse X with
+    many columns would not fit dense)."""
+    if sp.issparse(X):
+        if min(X.shape) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
+            return float(X.power(2).sum())
+        v0 = np.ones(min(X.shape))  # seeded, so every run gets the same step
+        return float(svds(X, k=1, v0=v0, return_singular_vectors=False)[0] ** 2)
+    gram = np.zeros((X.shape[1], X.shape[1]))
+    for rows in row_chunks(X.shape[0], X[0].nbytes):
+        part = np.asarray(X[rows])
+        gram += part.T @ part
+    return float(np.linalg.eigvalsh(gram)[-1])
 
 
 class SampleJob(GradientJob):
@@ -26,14 +46,39 @@ class SampleJob(GradientJob):
     @cached_property
     def data(self) -> Dataset:
         """Loaded on first use (rank 0): constructing the job stays cheap on every rank."""
-        data = dataset(self.name, self.dataset, self.samples, self.features, self.seed)
-        self.check(data)
+        data = self.prepare(dataset(self.name, self.dataset, self.samples, self.features,
+                                    self.seed))
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr={self.lr} is out of range: allowed > 0")
         return data
 
-    def check(self, data: Dataset) -> None:
-        """Refuse data the job cannot learn from."""
+    def prepare(self, data: Dataset) -> Dataset:
+        """The data as the job learns from them; DatasetError for data it cannot learn from."""
+        return data
+
+    @property
+    def workers_load(self) -> bool:  # type: ignore[override]
+        """A .npy dataset is memory-mapped: each worker reads its own partitions' rows."""
+        return self.dataset is not None and str(self.dataset).endswith(".npy")
+
+    def partitioned(self, k: int) -> None:
+        try:
+            rows = row_blocks(self.data.n_samples, k)
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from None
+        self.sizes = [len(r) for r in rows]
+
+    @cached_property
+    def _table(self) -> np.ndarray:
+        """A worker's memory map of the .npy (its rows are read as its partitions are)."""
+        assert self.dataset is not None
+        return mapped(self.dataset)
+
+    def load_block(self, j: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Partition j of a memory-mapped .npy, read on the worker (features, target)."""
+        rows = row_blocks(self._table.shape[0], k)[j]
+        part = self._table[rows[0]:rows[-1] + 1]
+        return np.array(part[:, :-1]), np.array(part[:, -1])  # contiguous copies, in memory
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -50,13 +95,10 @@ class SampleJob(GradientJob):
     def default_lr(self) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def blocks(self, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        try:
-            rows = row_blocks(self.data.n_samples, k)
-        except ValueError as exc:
-            raise DatasetError(str(exc)) from None
-        self.sizes = [len(r) for r in rows]
-        return [(self.data.X[r], self.data.y[r]) for r in rows]
+    def blocks(self, k: int) -> list[tuple[Any, np.ndarray]]:
+        self.partitioned(k)
+        bounds = np.cumsum([0, *self.sizes])
+        return [(self.data.X[a:b], self.data.y[a:b]) for a, b in pairwise(bounds)]
 
     def rows_covered(self, covered: np.ndarray) -> int:
         if len(covered) == len(self.sizes):  # every partition (covered has no repeats)

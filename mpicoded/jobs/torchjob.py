@@ -35,6 +35,8 @@ class TorchJob(GradientJob):
     where descent starts. A model whose rows interact (batch norm in training mode) is not a
     sum over rows: put it in eval mode or give ``additive=False`` semantics by not using it.
     ``threads`` caps torch's intra-op threads on each rank (one: ranks share the cores).
+    ``result_dtype="float32"`` sends the gradients as float32, half the bytes: a float32
+    model's gradients are float32 already, so only the decoded sum's rounding changes.
     """
 
     additive = True
@@ -42,7 +44,8 @@ class TorchJob(GradientJob):
     def __init__(self, model: torch.nn.Module, loss: torch.nn.Module | Callable[..., Any],
                  data: Data | Callable[[], Data],
                  optimizer: Callable[[Iterable[torch.nn.Parameter]], Any] | None = None,
-                 lr: float = 0.1, threads: int | None = 1) -> None:
+                 lr: float = 0.1, threads: int | None = 1,
+                 result_dtype: str = "float64") -> None:
         reduction = getattr(loss, "reduction", "sum")
         if reduction != "sum":
             raise ValueError(f"TorchJob: the loss must sum over rows (reduction='sum'), got "
@@ -50,6 +53,7 @@ class TorchJob(GradientJob):
         if threads is not None:
             torch.set_num_threads(threads)
         self.model, self.loss_fn, self.data = model, loss, data
+        self.result_dtype = result_dtype
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("TorchJob: the model has no parameter that requires a gradient")

@@ -21,7 +21,17 @@ from typing import Any, TypeVar
 
 from .. import limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
-from ..plan import CODE_FLAGS, NothingToDo, Plan, UsageError, cost_warning, options, plan_run
+from ..log import logger, set_rank
+from ..plan import (
+    CODE_FLAGS,
+    NothingToDo,
+    Plan,
+    UsageError,
+    cost_warning,
+    ft_enabled,
+    options,
+    plan_run,
+)
 from ..record import Progress, recorded_iterations, run_record, save_output
 
 T = TypeVar("T")
@@ -57,8 +67,8 @@ class MasterFailed(RuntimeError):
 
 def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] = (),
         **given: Any):
-    """Run ``job`` coded over the ranks of ``comm`` (MPI.COMM_WORLD if None; a duplicate of it
-    is used, so the run's messages never meet the calling program's); its rank 0 returns the
+    """Run ``job`` coded over the ranks of ``comm`` (MPI.COMM_WORLD if None; a communicator
+    given is duplicated, so the run's messages never meet the program's); its rank 0 returns the
     RunResult, the other ranks return None. Options are the ``python -m mpicoded.train``
     flags' names, but ``delay`` defaults to ``"none"`` (the CLI's demo injects seed001). Each
     of ``callbacks`` is called on rank 0 after every iteration as ``callback(record, loss,
@@ -72,7 +82,8 @@ def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] =
         raise UsageError(f"callbacks: {bad[0]!r} is not callable")
     args = options(**{"delay": "none", **given})  # the same check on every rank: nobody waits
     args.callbacks = tuple(callbacks)
-    comm = communicator(comm)
+    duplicated, comm = comm is not None, communicator(comm)
+    set_rank(world().Get_rank())
     if args.threads:
         limit_blas_threads(args.threads)
     from .transport import end_waits, set_wait
@@ -85,19 +96,21 @@ def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] =
             result = _worker(comm, job, args)
     finally:
         end_waits()
-    if not ft_enabled():  # under ULFM a communicator with dead ranks is left alone
+    if duplicated and not ft_enabled():  # under ULFM one with dead ranks is left alone
         comm.Free()
     return result
 
 
 def communicator(comm: Any = None):
-    """A duplicate of ``comm`` (MPI.COMM_WORLD if None) for one run, MPI loaded on first use;
-    collective over ``comm``."""
+    """The run's communicator, MPI loaded on first use: MPI.COMM_WORLD if ``comm`` is None,
+    else a duplicate of ``comm`` (collective over it), so that the run's messages never meet
+    the calling program's. COMM_WORLD itself is not duplicated: a rank that dies inside
+    MPI_Comm_dup, a collective, hangs the others under ULFM, and the CLI sends nothing else."""
     from mpi4py import MPI
 
     world_ = world()
     if comm is None:
-        comm = world_
+        return world_
     if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
         raise TypeError(f"comm={comm!r}: expected an mpi4py intracommunicator (MPI.COMM_WORLD, "
                         "or one split from it)")
@@ -108,7 +121,7 @@ def world():
     """MPI.COMM_WORLD, MPI loaded on first use."""
     import mpi4py
 
-    if os.environ.get("OMPI_MCA_mpi_ft_enable") == "1":
+    if ft_enabled():
         # Under ULFM, MPI_Finalize after a worker died can wait for ever (seen here about once
         # in six runs with five deaths); every rank has finished its work by then, so skip it.
         mpi4py.rc.finalize = False
@@ -146,8 +159,8 @@ def _master(comm, job: AnyJob, args):
         if dashboard is not None:
             dashboard.stop()
             if not args.quiet:
-                print(f"[mpicoded] dashboard stopped; to see this run again: python -m "
-                      f"mpicoded.dashboard {args.metrics}", file=sys.stderr, flush=True)
+                logger.info("dashboard stopped; to see this run again: python -m "
+                            "mpicoded.dashboard %s", args.metrics)
 
 
 def _start_dashboard(plan: Plan):
@@ -161,8 +174,7 @@ def _start_dashboard(plan: Plan):
         if plan.metrics is not None:
             plan.metrics.close()
         raise UsageError(f"--dashboard {plan.args.dashboard}: {exc}") from None
-    print(f"[mpicoded] dashboard: {dashboard.url} (following {plan.args.metrics})",
-          file=sys.stderr, flush=True)
+    logger.info("dashboard: %s (following %s)", dashboard.url, plan.args.metrics)
     return dashboard
 
 
@@ -203,11 +215,6 @@ def _worker(comm, job: AnyJob, args):
             worker.rebind(comm)
 
 
-def ft_enabled() -> bool:
-    """Whether Open MPI's fault tolerance (ULFM) is on: ranks survive others' deaths."""
-    return os.environ.get("OMPI_MCA_mpi_ft_enable") == "1"
-
-
 def _take_over(outcome, job: AnyJob, args, failovers: int):
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for."""
@@ -225,8 +232,8 @@ def _take_over(outcome, job: AnyJob, args, failovers: int):
     # workers without a set-up, or holding a re-code's (epoch > 0) data, get new set-ups
     recode = epochs != {0}
     where = f"job {resume.job} iteration {resume.iteration}" if resume else "the start"
-    print(f"[mpicoded] the master died; rank {outcome.held[0].world_rank} took over "
-          f"({len(survivors)} workers) and goes on from {where}", file=sys.stderr, flush=True)
+    logger.warning("the master died; rank %d took over (%d workers) and goes on from %s",
+                   outcome.held[0].world_rank, len(survivors), where)
     if plan.metrics is not None:
         # iterations done whose records died with the old master (it writes iteration t's
         # after sending t + 1 out, or t + 2 when the loss comes decoded with the next one)
@@ -253,34 +260,33 @@ def _abort_on_error(comm, body: Callable[[], T]) -> T:
     except ProcessesFailed:
         raise
     except AllWorkersFailed as exc:
-        print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
+        logger.error("%s", exc)
         if ft_enabled():  # nobody left to end; and ULFM's mpirun would report Abort as status 0
             sys.stdout.flush()
             os._exit(1)
     except WorkerError as exc:
-        print(f"mpicoded: {exc}", file=sys.stderr, flush=True)
+        logger.error("%s", exc)
     except Exception:
-        print(f"mpicoded: rank {comm.Get_rank()} failed:\n{traceback.format_exc()}",
-              file=sys.stderr, flush=True)
+        logger.error("rank %d failed:\n%s", comm.Get_rank(), traceback.format_exc())
     end_waits()
     comm.Abort(1)
     raise SystemExit(1)  # not reached: Abort ends the process
 
 
-def _banner(plan: Plan, n_workers: int) -> str:
+def _banner(plan: Plan, n_workers: int) -> list[str]:
+    """The run's two opening lines: job, code and workers; what a task computes."""
     args, code = plan.args, plan.code
     shown = {k: v for k, v in code.params.items() if k in CODE_FLAGS}
     settings = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in shown.items())
     title = getattr(plan.job.job, "title", job_name(plan.job.job))
-    line = (f"[mpicoded] {title}: code {code.name} {settings} ({code.n_tasks} tasks), "
-            f"{n_workers} workers, tolerance {plan.tolerance} partitions, delay {args.delay}")
     facts = plan.job.describe()
     what = "non-zeros" if "task_nonzeros" in facts else "matrix entries"
-    line += (f"\n[mpicoded] coded on its {facts['coded_on']}: a task multiplies "
-             f"{facts['task_entries']:.0f} {what} (mean; at most {facts['task_cost_ratio']:.2g}x "
-             f"a plain partition's {facts['partition_entries']:.0f})")
-    return line
+    return [f"{title}: code {code.name} {settings} ({code.n_tasks} tasks), {n_workers} "
+            f"workers, tolerance {plan.tolerance} partitions, delay {args.delay}",
+            f"coded on its {facts['coded_on']}: a task multiplies {facts['task_entries']:.0f} "
+            f"{what} (mean; at most {facts['task_cost_ratio']:.2g}x a plain partition's "
+            f"{facts['partition_entries']:.0f})"]
 
 
 def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | None,
@@ -300,10 +306,11 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     n_workers = plan.code.n_workers
     progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
     if not args.quiet:
-        print(_banner(plan, n_workers), file=sys.stderr, flush=True)
+        for line in _banner(plan, n_workers):
+            logger.info("%s", line)
     warning = None if args.partial == "on" else cost_warning(plan.job, plan.code)
     if warning:  # partial work computes pieces of a partition, whatever the code
-        print(f"mpicoded: warning: {warning}", file=sys.stderr, flush=True)
+        logger.warning("%s", warning)
     checkpoint = None
     if args.checkpoint:
         checkpoint = (args.checkpoint, args.checkpoint_every, plan.fingerprint)
@@ -331,8 +338,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     if master.trace is not None:
         master.sync_clocks()
     if plan.resume is not None and not args.quiet:
-        print(f"[mpicoded] resuming job {plan.resume.job} at iteration {plan.resume.iteration} "
-              f"from {args.checkpoint}", file=sys.stderr, flush=True)
+        logger.info("resuming job %d at iteration %d from %s", plan.resume.job,
+                    plan.resume.iteration, args.checkpoint)
     start_loss = plan.job.loss(master.theta)
     result = master.run(args.iterations, plan.arrivals_s, resume)
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
@@ -347,8 +354,8 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     if args.output is not None:
         save_output(args.output, result, stream=args.jobs > 1)
     if master.unstopped:  # hung: only ending the job ends them (results are written)
-        print(f"mpicoded: worker rank(s) {master.unstopped} timed out and never acknowledged "
-              "STOP; ending the job", file=sys.stderr, flush=True)
+        logger.error("worker rank(s) %s timed out and never acknowledged STOP; ending the job",
+                     master.unstopped)
         end_waits()
         comm.Abort(1)
     return result

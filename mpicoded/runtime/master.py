@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from ..codes import Code, rebuild, rescaled_tolerance
 from ..codes.partial import piece_cost
 from ..delays import DelayModel
 from ..jobs import Coded
+from ..log import logger
 from .protocol import (
     Tag,
     ack_fields,
@@ -24,6 +24,7 @@ from .protocol import (
     pack_control,
     pack_iterate,
     result_fields,
+    result_trace,
     trace_fields,
 )
 from .state import (
@@ -96,7 +97,7 @@ def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Se
                         result_size=job.result_size, delay=delay,
                         single_message=code.messages == "single", chunk_rows=chunk_rows,
                         purge=purge, kill_at=kill_at, report_progress=report_progress,
-                        epoch=epoch, trace=trace, data_coded=job.data_coded)
+                        epoch=epoch, trace=trace, data_coded=job.data_coded, half=job.half)
     if pieces is not None:  # every piece of the partitions it holds: it may be sent any
         table = pieces.params["pieces"]
         holds = pieces.params["holds"][rank - 1 if index is None else index]
@@ -180,10 +181,15 @@ class Master:
         return time.perf_counter() - self.t0
 
     def cut(self) -> Code | None:
-        """Under partial work, the code's pieces (row ranges of the chunk grid), else None."""
-        if not self.partial:
-            return None
-        return self.job.pieces(self.chunk_rows, fit=self.default_chunks)
+        """Under partial work, the code's pieces (row ranges of the chunk grid), else None;
+        and the values a result holds where they travel as float32 (``half_width``)."""
+        pieces = None
+        if self.partial:
+            pieces = self.job.pieces(self.chunk_rows, fit=self.default_chunks)
+        width = self.job.result_size if pieces is None else pieces.params.get(
+            "value_size", self.job.result_size)
+        self.half_width = width if self.job.half else 0
+        return pieces
 
     @property
     def ranks(self) -> list[int]:
@@ -333,8 +339,7 @@ class Master:
         self.dead |= new
         self.outbox.forget(new)
         alive = len(self.ranks) - len(self.dead & set(self.ranks))
-        print(f"[mpicoded] worker rank(s) {sorted(new)} failed; {alive} workers left",
-              file=sys.stderr, flush=True)
+        logger.warning("worker rank(s) %s failed; %d workers left", sorted(new), alive)
         self.record({"record": "failure", "ranks": sorted(new), "workers_left": alive})
         for rank in sorted(new):
             if rank in self.worker_of:
@@ -368,9 +373,9 @@ class Master:
                     self.state.stale_results += msg.count
                     self.state.totals["stale_results"] += msg.count
                     if self.trace is not None:  # of an old epoch: stale
-                        self.trace.add(msg.worker, result_fields(msg)[2], stale=True)
+                        self.trace.add(msg.worker, result_trace(msg), stale=True)
                     continue
-                tasks, values, entries = result_fields(msg)
+                tasks, values, entries = result_fields(msg, self.half_width)
                 if self.trace is not None:  # before the decode: these results' entries are here
                     self.trace.add(msg.worker, entries, stale=not self.state.is_live(index))
                 self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
@@ -451,8 +456,8 @@ class Master:
     def time_out(self, workers: list[int]) -> None:
         """Treat workers silent too long as failed (they may be alive: hung, or very slow)."""
         ranks = {self.ranks[w] for w in workers}
-        print(f"[mpicoded] worker rank(s) {sorted(ranks)} sent nothing in "
-              f"{self.iteration_timeout:g} s (--iteration-timeout)", file=sys.stderr, flush=True)
+        logger.warning("worker rank(s) %s sent nothing in %g s (--iteration-timeout)",
+                       sorted(ranks), self.iteration_timeout)
         self.timed_out |= ranks
         self.lose(ranks)
 
@@ -479,9 +484,8 @@ class Master:
         self.recode_needed = False
         self.recodes += 1
         shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())
-        print(f"[mpicoded] {self.recode_reason}: re-coded for {len(live)} workers: "
-              f"{code.name} {shown}, tolerance {self.tolerance} (epoch {epoch})",
-              file=sys.stderr, flush=True)
+        logger.info("%s: re-coded for %d workers: %s %s, tolerance %d (epoch %d)",
+                    self.recode_reason, len(live), code.name, shown, self.tolerance, epoch)
         self.record({"record": "recode", "reason": self.recode_reason, "epoch": epoch,
                      "workers": len(live), "code": code.name})
         self.place()  # a death while re-placing is found here or by the next iteration
@@ -540,11 +544,23 @@ class Master:
         if grace is not None:
             self.unstopped = sorted(expected - self.stopped - self.dead_for_sure())
         self.outbox.forget(self.timed_out | set(self.unstopped))  # hung: their sends may not end
+        self.drain()
+        # only now may the workers leave: under ULFM one leaving while others still stop is
+        # reported as a death, and the master would then forget to stop a living one
+        for rank in sorted(self.stopped - self.dead_for_sure()):
+            try:
+                self.outbox.send(pack_control(), rank, Tag.RELEASE)
+            except ProcessesFailed:
+                pass
+        self.drain()
+
+    def drain(self) -> None:
+        """Every send out; a rank that died with one pending is dropped."""
         while True:
             try:
                 self.outbox.drain()
-                break
-            except ProcessesFailed:  # a rank died with a send pending: it is dropped
+                return
+            except ProcessesFailed:
                 continue
 
     def run(self, iterations: int, arrivals_s: Sequence[float] | np.ndarray = (0.0,),

@@ -34,6 +34,7 @@ class Tag(IntEnum):
     TRACE = 10  # worker -> master: trace entries alone, from a worker that sends no results
     ASSIGN = 11  # master -> worker, partial work: its new piece list for the open iteration
     SETUP_DATA = 12  # master -> worker, right after a SETUP: its arrays' bytes, one a message
+    RELEASE = 13  # master -> worker, once every STOP is acknowledged: it may leave now
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
@@ -130,18 +131,26 @@ _NO_ENTRIES.flags.writeable = False
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0,
-                trace: Sequence[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+                trace: Sequence[tuple[float, ...]] = NO_TRACE, half: bool = False) -> np.ndarray:
     """RESULT: ``count`` task ids, then their values back to back (one message, one or many),
     then ``task`` trace entries (TRACE_FIELDS each: this worker's tasks since its last message,
-    these ones included)."""
+    these ones included). ``half``: the values as float32, two to a slot (the last slot
+    padded), for a job whose results may travel so (half the bytes)."""
     n = len(tasks)
-    buf = np.empty(HEADER + n + sum(np.size(v) for v in values) + len(trace) * len(TRACE_FIELDS))
+    size = sum(np.size(v) for v in values)
+    slots = (size + 1) // 2 if half else size
+    buf = np.empty(HEADER + n + slots + len(trace) * len(TRACE_FIELDS))
     buf[:HEADER] = (job, iteration, epoch, len(trace), worker, n)
     buf[HEADER : HEADER + n] = tasks
     at = HEADER + n
+    region = buf[at : at + slots].view(np.float32) if half else buf
+    start = 0 if half else at
     for value in values:  # filled in place: this is every worker's per-task send
-        buf[at : at + value.size] = value
-        at += value.size
+        region[start : start + value.size] = value
+        start += value.size
+    if half and size % 2:
+        region[size] = 0.0
+    at += slots
     width = len(TRACE_FIELDS)
     for entry in trace:  # a tuple or two, most often: cheaper than building an array of them
         buf[at : at + width] = entry
@@ -149,11 +158,19 @@ def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
     return buf
 
 
-def result_fields(msg: Message) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Task ids, values (one row a task) and trace entries (one row each) of a RESULT."""
+def result_fields(msg: Message, half_width: int = 0) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Task ids, values (one row a task, float64) and trace entries (one row each) of a RESULT;
+    ``half_width``: its values are float32 (``pack_result(half=True)``), this many a task."""
     tasks = [int(t) for t in msg.payload[: msg.count]]
     values, trace = _split_trace(msg, msg.payload[msg.count :])
+    if half_width:
+        values = values.view(np.float32)[: len(tasks) * half_width].astype(np.float64)
     return tasks, values.reshape(len(tasks), -1), trace
+
+
+def result_trace(msg: Message) -> np.ndarray:
+    """The trace entries of a RESULT alone (whatever its values' width and type)."""
+    return _split_trace(msg, msg.payload[msg.count :])[1]
 
 
 def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

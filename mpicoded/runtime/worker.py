@@ -39,12 +39,14 @@ from .transport import (
     blocking_mpi,
     failures_raised,
     receive,
+    wait_buffer,
     wait_object,
 )
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
 TRACE_FLUSH_S = 0.5  # a worker that sends no results sends its trace entries this often
+RELEASE_WAIT_S = 60.0  # how long an acknowledged worker waits to be released before leaving
 PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
 
 
@@ -71,6 +73,7 @@ class WorkerSetup:
     n_partitions: int = 0
     trace: bool = False  # send the master a trace entry for every task (--trace)
     data_coded: bool = False  # blocks are coded (A, b, c) of a linear gradient job
+    half: bool = False  # results travel as float32 (the job's result_dtype)
     # partial work: piece id -> (block key, first row, end row) of every piece it may be sent;
     # finished pieces go out together at the end of its list, and at least every PIECE_FLUSH_S
     pieces: dict[int, tuple[int, int, int]] | None = None
@@ -318,7 +321,7 @@ class Worker:
         if trace is not None:
             trace.extend((*entry, SENT) for entry in unsent)
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch,
-                          trace or ())
+                          trace or (), self.setup.half)
         if trace:
             trace.clear()  # copied into buf
             self.trace_sent = time.perf_counter()
@@ -356,6 +359,10 @@ class Worker:
                            trace=self.trace or ())
         with failures_raised(self.comm):
             self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
+        try:  # stay until the master has every acknowledgement (a dead master: leave)
+            wait_buffer(self.comm, MASTER, Tag.RELEASE, RELEASE_WAIT_S)
+        except ProcessesFailed:
+            pass
 
 
 def receive_setup(comm: MPI.Comm) -> object:

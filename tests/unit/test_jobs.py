@@ -326,6 +326,84 @@ def test_bad_datasets(tmp_path, content, name, message):
         load(path)
 
 
+def write_svmlight(path, X, y):
+    """A LIBSVM file by hand: ``label index:value ...`` with 1-based indices, zeros left out."""
+    lines = ["# written by the test"]
+    for row, label in zip(X, y, strict=True):
+        fields = [f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v != 0]
+        lines.append(" ".join([f"{label:+g}", *fields]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_libsvm_stays_sparse_and_trains_like_the_dense_data(tmp_path):
+    """A LIBSVM file loads as CSR with -1/+1 labels mapped to 0/1 for logreg; every code decodes
+    the exact gradient from the sparse partitions, and the default step size (from X's top
+    singular value, no dense XᵀX) equals the dense one."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((60, 8)) * (rng.random((60, 8)) < 0.3)
+    y = np.where(X @ np.linspace(-1, 1, 8) > 0, 1.0, -1.0)
+    write_svmlight(tmp_path / "d.svm", X, y)
+    got = load(tmp_path / "d.svm")
+    assert sp.issparse(got.X) and got.X.format == "csr" and got.X.shape[0] == 60
+    np.testing.assert_array_equal(got.X.toarray(), X[:, :got.X.shape[1]])
+    np.testing.assert_array_equal(got.y, y)
+    np.savez(tmp_path / "d.npz", X=X[:, :got.X.shape[1]], y=(y > 0).astype(float))
+    sparse, dense = LogReg(dataset=str(tmp_path / "d.svm")), LogReg(dataset=str(tmp_path / "d.npz"))
+    np.testing.assert_array_equal(sparse.data.y, dense.data.y)
+    assert sparse.step_size == pytest.approx(dense.step_size, rel=1e-9)
+    for name, params in [("gfrc", {"stragglers": 1}), ("frc", {"stragglers": 1}), ("uncoded", {})]:
+        code = make_code(name, 4, **params)
+        job, reference = coded(sparse, code), coded(dense, code)
+        assert all(sp.issparse(block[0]) for block in job.parts)
+        theta = np.linspace(-0.5, 0.5, dense.dim)
+        np.testing.assert_allclose(step_of(job, theta, decode(job, theta, chunk_rows=7)),
+                                   step_of(reference, theta, decode(reference, theta)),
+                                   rtol=1e-12)
+    linear = coded(LinReg(dataset=str(tmp_path / "d.svm")), make_code("gfrc", 4, stragglers=1))
+    theta = np.ones(dense.dim)
+    np.testing.assert_allclose(step_of(linear, theta, decode(linear, theta)),
+                               theta - linear.job.step_size * got.X.T @ (got.X @ theta - y) / 60,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("+1 1:0.5 3:2\n-1 2:x\n", "line 2: '2:x' is not index:value"),
+    ("# header\n+1 1:0.5\nyes 1:2\n", "line 3: the label 'yes' is not a number"),
+    ("+1 1:0.5\n+1 1 2\n", "line 2: '1' is not index:value"),
+])
+def test_malformed_libsvm_lines_are_named(tmp_path, text, message):
+    path = tmp_path / "bad.libsvm"
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=f"dataset {path}: {message}"):
+        load(path)
+
+
+def test_a_npy_dataset_is_memory_mapped_and_read_by_the_workers(tmp_path):
+    """A .npy (last column the target) is memory-mapped: rank 0 places partition ids only,
+    each worker reads its own rows (load_block), and decoding is that of the data in memory."""
+    data = synthetic("logreg", 90, 4, seed=2)
+    np.save(tmp_path / "d.npy", np.column_stack([data.X, data.y]))
+    np.savez(tmp_path / "d.npz", X=data.X, y=data.y)
+    mapped, plain = LogReg(dataset=str(tmp_path / "d.npy")), LogReg(dataset=str(tmp_path / "d.npz"))
+    assert mapped.data.mapped and not plain.data.mapped
+    assert mapped.step_size == pytest.approx(plain.step_size, rel=1e-12)
+    code = make_code("gfrc", 3, stragglers=1)
+    job, reference = coded(mapped, code), coded(plain, code)
+    blocks, terms = job.placement(code.schedule[0])
+    assert job.remote and blocks == {} and terms
+    theta = np.linspace(-1, 1, 4)
+    np.testing.assert_allclose(step_of(job, theta, decode(job, theta)),
+                               step_of(reference, theta, decode(reference, theta)), rtol=1e-12)
+    worker = LogReg(dataset=str(tmp_path / "d.npy"))  # another rank's copy: no data loaded
+    X, y = worker.load_block(1, 3)
+    assert "data" not in vars(worker) and X.flags.c_contiguous and not isinstance(X, np.memmap)
+    np.testing.assert_array_equal(X, data.X[30:60])
+    np.testing.assert_array_equal(y, data.y[30:60])
+    np.save(tmp_path / "f.npy", np.ones((3, 2), dtype=np.float32))
+    with pytest.raises(DatasetError, match="must hold float64"):
+        load(tmp_path / "f.npy")
+
+
 def test_npz_without_arrays(tmp_path):
     np.savez(tmp_path / "d.npz", A=np.ones(3))
     with pytest.raises(DatasetError, match="needs arrays 'X' and 'y'"):
@@ -335,7 +413,7 @@ def test_npz_without_arrays(tmp_path):
 def test_logreg_refuses_non_binary_labels(tmp_path):
     data = synthetic("linreg", 20, 2, seed=0)
     np.savez(tmp_path / "d.npz", X=data.X, y=data.y)
-    with pytest.raises(DatasetError, match="labels 0/1"):
+    with pytest.raises(DatasetError, match="labels 0/1 or -1/\\+1"):
         coded(LogReg(dataset=str(tmp_path / "d.npz")), make_code("uncoded", 2))
 
 

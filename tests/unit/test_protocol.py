@@ -16,6 +16,7 @@ from mpicoded.runtime.protocol import (
     pack_iterate,
     pack_result,
     result_fields,
+    result_trace,
     unpack,
 )
 
@@ -59,6 +60,25 @@ def test_result_carries_trace_entries_after_its_values():
     tasks, got, trace = result_fields(msg)
     assert tasks == [8] and np.array_equal(got, [np.arange(4.0)])
     assert np.array_equal(trace, np.array(entries))
+
+
+@pytest.mark.parametrize("width", [1, 4, 5])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_float32_results_take_half_the_slots_and_round_only_to_float32(width, n):
+    """A job whose results travel as float32: values packed two to a slot (odd counts padded),
+    the trace entries after them intact, and each value back as its float32 rounding."""
+    rng = np.random.default_rng(width * 10 + n)
+    values = [rng.standard_normal(width) * 1e3 for _ in range(n)]
+    entries = [(0, 1, 0, 4, 10.5, 11.25, 3, SENT)]
+    half = pack_result(0, 2, 6, list(range(n)), values, trace=entries, half=True)
+    full = pack_result(0, 2, 6, list(range(n)), values, trace=entries)
+    assert len(full) - len(half) == n * width // 2
+    msg = unpack(Tag.RESULT, half)
+    tasks, got, trace = result_fields(msg, half_width=width)
+    assert tasks == list(range(n)) and got.dtype == np.float64 and got.shape == (n, width)
+    np.testing.assert_array_equal(got, np.stack(values).astype(np.float32))
+    np.testing.assert_allclose(got, np.stack(values), rtol=2**-24)
+    assert np.array_equal(trace, np.array(entries)) and np.array_equal(result_trace(msg), trace)
 
 
 def test_purge_names_its_iteration():

@@ -40,13 +40,14 @@ for h in "${hosts[@]}"; do  # every sshd answers (and lets this key in) before m
   done
   echo "mpicoded: worker $h does not answer ssh" >&2; exit 1
 done
-ft=()
-if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags: one list, in mpicoded.launcher
-  flags=$(python -c 'from mpicoded.launcher import FT_FLAGS; print(*FT_FLAGS)')
-  read -ra ft <<< "$flags"
-fi
 read -ra train <<< "${TRAIN_ARGS:-}"
 ranks=$(( 1 + want * slots ))
+ft=()
+if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags, in mpicoded.launcher; the containers
+  # share this machine's cores, so the load is every rank over them
+  flags=$(python -c "from mpicoded.launcher import ft_flags; print(*ft_flags($ranks / $(nproc)))")
+  read -ra ft <<< "$flags"
+fi
 echo "mpicoded: $ranks ranks on $want workers: $(tr '\n' ' ' < /home/mpi/hostfile)"
 # python by its full path: a rank started over ssh has the default PATH, without the venv
 run=(mpirun -n "$ranks" --hostfile /home/mpi/hostfile --map-by slot

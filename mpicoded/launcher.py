@@ -66,10 +66,25 @@ def mpi_env() -> dict[str, str]:
     return env
 
 
-# Open MPI's ULFM: the job survives a dead rank; the heartbeat detector also notices ranks that
-# exit without being killed (without it such a rank is never reported and the job hangs).
-FT_FLAGS = ("--with-ft", "ulfm", "--mca", "mpi_ft_detector", "true", "--mca",
-            "mpi_ft_detector_period", "0.5", "--mca", "mpi_ft_detector_timeout", "2")
+def ft_flags(load: float) -> list[str]:
+    """Open MPI's ULFM: the job survives a dead rank; the heartbeat detector also notices ranks
+    that exit without being killed (without it such a rank is never reported and the job
+    hangs). Its period and timeout grow with ``load``, the ranks a core of the busiest node: a
+    rank kept from its core (or out of MPI) longer than the timeout, as 21 ranks starting on 2
+    cores are, was reported dead while alive. (Its heartbeats from a thread of their own,
+    ``mpi_ft_detector_thread``, segfaulted one 21-rank run in five here.)"""
+    period = 0.5 * max(1.0, load / 2)
+    return ["--with-ft", "ulfm", "--mca", "mpi_ft_detector", "true",
+            "--mca", "mpi_ft_detector_period", f"{period:g}",
+            "--mca", "mpi_ft_detector_timeout", f"{4 * period:g}"]
+
+
+def cores() -> int:
+    """The cores this process may run on (a Slurm or taskset cpuset, not the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def app_contexts(ranks: int, program: list[str],
@@ -96,10 +111,10 @@ def mpirun_command(ranks: int, args: list[str], ft: bool = False,
     """``mpirun [--oversubscribe] [ULFM flags] -x BLAS vars -n RANKS python ARGS...``; the ranks
     of ``throttle`` (its int keys) start inside their cpu group, one MPMD app context each."""
     cmd = [mpirun_executable()]
-    if ranks > (os.cpu_count() or 1):
+    if ranks > cores():
         cmd.append("--oversubscribe")
     if ft:
-        cmd += FT_FLAGS
+        cmd += ft_flags(ranks / cores())
     for var in BLAS_VARS:
         cmd += ["-x", var]
     prefixes: dict[int, list[str]] = {}
@@ -172,6 +187,37 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
     finally:
         _release(proc)
     return Completed(proc.returncode, out)
+
+
+def parent_pid(pid: int) -> int:
+    """PPid of ``pid`` (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+
+
+def rank_pids(proc_pid: int) -> dict[int, int]:
+    """MPI rank -> PID of the python processes started by the mpirun ``proc_pid`` (its own
+    process tree only, never another run's on the same machine)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ancestor = int(entry.name)
+        while ancestor > 1 and ancestor != proc_pid:
+            ancestor = parent_pid(ancestor)
+        if ancestor != proc_pid:
+            continue
+        for var in env:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                found[int(var.split(b"=")[1])] = int(entry.name)
+    return found
 
 
 def descendants(pid: int) -> str:

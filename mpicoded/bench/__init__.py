@@ -32,6 +32,10 @@
 - ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
   uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
   messages.
+- ``faults``: 21 ranks under ULFM, a worker SIGKILLed from outside at each phase (start-up,
+  placement, first iteration, mid-run, a re-code, a failover, the shutdown), timed from the
+  run's own events, for gfrc, mds on PageRank and the adaptive split: exit status, theta against
+  the fault-free run, time lost; exits 1 unless every cell exits 0 with theta equal (1e-9).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from .common import float_list
 from .ddp import bench_ddp
 from .decode import bench_decode
 from .dispatch import bench_dispatch
+from .faults import bench_faults
 from .pagerank import bench_pagerank
 from .paper000 import bench_paper000
 from .paper001 import bench_paper001
@@ -68,11 +73,12 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "dispatch": bench_dispatch,
     "straggler-tax": bench_straggler_tax,
     "ddp": bench_ddp,
+    "faults": bench_faults,
 }
 DEFAULT_SAMPLES = {"real-stragglers": 600000, "straggler-tax": 240000, "ddp": 60000}
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
                       "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
-                      "dispatch": 200, "straggler-tax": 30, "ddp": 40}
+                      "dispatch": 200, "straggler-tax": 30, "ddp": 40, "faults": 30}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,10 +120,12 @@ def main(argv: list[str] | None = None) -> int:
                    "(--nodes); default logreg")
     p.add_argument("--schemes", default=None,
                    help="straggler-tax: scheme names, comma-separated; default all; ddp: "
-                   "mpicoded's schemes, default uncoded, frc s=1, gfrc s=2 partial")
+                   "mpicoded's schemes, default uncoded, frc s=1, gfrc s=2 partial; faults: "
+                   "gfrc, mds (pagerank), adaptive split")
     p.add_argument("--patterns", default=None,
                    help="straggler-tax: none, fixed, moving, two fixed (comma-separated); "
-                   "default all")
+                   "faults: the phases a worker is killed at (start-up, placement, first "
+                   "iteration, mid-run, re-code, failover, shutdown); default all")
     p.add_argument("--settings", default=None,
                    help="straggler-tax: capped, uncapped (comma-separated); default both")
     p.add_argument("--cap", type=float, default=0.3,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from ..plan import ft_enabled
 from .protocol import Message, Tag, unpack
 
 WAIT_MODES = ("auto", "spin", "yield", "sleep")
@@ -191,6 +192,17 @@ def failed_ranks(comm: MPI.Comm) -> set[int]:
         group.Free()
 
 
+DETECTION_MARGIN = 2.0  # how many detector timeouts an error in status may wait to be named
+
+
+def detector_timeout() -> float:
+    """The heartbeat detector's timeout in seconds (Open MPI's default, 10, unless set)."""
+    try:
+        return float(os.environ.get("OMPI_MCA_mpi_ft_detector_timeout", "10"))
+    except ValueError:
+        return 10.0
+
+
 class Outbox:
     """Non-blocking sends; each request keeps its buffer until it completes. A send to a rank
     that has died raises ProcessesFailed (under ULFM), and its requests are dropped."""
@@ -222,11 +234,14 @@ class Outbox:
         if not self.pending:
             return
         try:
-            done = MPI.Request.Testsome(self.pending)
+            done = self.testsome(self.pending)
         except MPI.Exception as exc:
-            if not is_process_failure(exc) and exc.Get_error_class() != MPI.ERR_IN_STATUS:
+            in_status = exc.Get_error_class() == MPI.ERR_IN_STATUS
+            if not (is_process_failure(exc) or in_status):
                 raise
             dead = self._failed()
+            if not dead and in_status and ft_enabled():  # a death the detector has not named yet
+                dead = self._detected()
             if not dead:  # not a peer's death after all
                 raise
             self.forget(dead)
@@ -234,18 +249,38 @@ class Outbox:
         if done is None or done:  # None: every request was done already (after a failure)
             self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
 
+    testsome = staticmethod(MPI.Request.Testsome)
+
+    def reported_failed(self) -> set[int]:
+        """The ranks ULFM has reported failed so far (acknowledged)."""
+        return failed_ranks(self.comm)
+
     def _failed(self) -> set[int]:
         """The ranks whose sends failed. Testsome may say only ERR_IN_STATUS (seen under ULFM
-        with a rank dead): each request tested alone names its own error."""
+        with a rank dead): each request tested alone names its own error. Another error on a
+        request (not a death) is left for ``_detected`` to tell apart."""
         dead = set()
         for request, dest in zip(self.pending, self.dests, strict=True):
             try:
                 request.Test()
             except MPI.Exception as exc:
-                if not is_process_failure(exc):
-                    raise
-                dead.add(dest)
-        return dead | failed_ranks(self.comm)
+                if is_process_failure(exc):
+                    dead.add(dest)
+        return dead | self.reported_failed()
+
+    def _detected(self) -> set[int]:
+        """An error in status with no death reported yet is a death still being detected (seen
+        on a rank killed during start-up, before the heartbeat had missed it): wait for ULFM
+        to name it, at most DETECTION_MARGIN times the detector's timeout; empty if it never
+        does (the error is then a real one)."""
+        deadline = time.monotonic() + DETECTION_MARGIN * detector_timeout() + 1.0
+        backoff = Backoff(cap=0.05, idle_cap=0.05)
+        while time.monotonic() < deadline:
+            dead = self.reported_failed()
+            if dead:
+                return dead
+            backoff.wait()
+        return set()
 
     def forget(self, dead: set[int]) -> None:
         """Stop waiting for the sends to dead (or hung) ranks: they may never complete. Sends

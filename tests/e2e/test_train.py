@@ -9,9 +9,8 @@ import time
 
 import numpy as np
 import pytest
-from processes import rank_pids
 
-from mpicoded.launcher import finish_mpi, kill_group, run_mpi, start_mpi
+from mpicoded.launcher import finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
                     "purged_tasks", "messages", "volume", "missing_partitions", "loss"}

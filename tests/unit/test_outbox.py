@@ -1,0 +1,75 @@
+"""The Outbox's failure handling on fake requests (MPI loaded, no peers): an error in status with
+no death reported yet waits for ULFM to name the dead rank; an error that is no death is
+raised at once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+MPI = pytest.importorskip("mpi4py.MPI")
+transport = pytest.importorskip("mpicoded.runtime.transport")
+
+
+class Pending:
+    """A send that never completes (Test says not done)."""
+
+    def Test(self) -> bool:  # noqa: N802 - mpi4py's name
+        return False
+
+
+class FakeOutbox(transport.Outbox):
+    """Testsome fails with ``error``; ULFM names ``dead`` from its ``report_after``-th query."""
+
+    def __init__(self, error: int, dead: set[int], report_after: int) -> None:
+        super().__init__(MPI.COMM_SELF)
+        self.error, self.dead, self.report_after = error, dead, report_after
+        self.queries = 0
+        for dest in (2, 3):
+            self.pending.append(Pending())
+            self.buffers.append(np.zeros(1))
+            self.dests.append(dest)
+
+    def testsome(self, requests):  # type: ignore[override]
+        raise MPI.Exception(self.error)
+
+    def reported_failed(self) -> set[int]:
+        self.queries += 1
+        return self.dead if self.queries > self.report_after else set()
+
+
+@pytest.fixture
+def ulfm(monkeypatch):
+    monkeypatch.setenv("OMPI_MCA_mpi_ft_enable", "1")
+    monkeypatch.setenv("OMPI_MCA_mpi_ft_detector_timeout", "0.2")
+
+
+def test_an_error_in_status_waits_for_the_death_to_be_reported(ulfm):
+    box = FakeOutbox(MPI.ERR_IN_STATUS, {3}, report_after=5)
+    with pytest.raises(transport.ProcessesFailed) as caught:
+        box.prune()
+    assert caught.value.ranks == {3} and box.queries == 6
+    assert box.dests == [2] and len(box.pending) == 1 and len(box.orphans) == 1
+
+
+def test_an_error_in_status_never_named_is_raised_after_the_bound(ulfm):
+    box = FakeOutbox(MPI.ERR_IN_STATUS, {3}, report_after=10**9)
+    with pytest.raises(MPI.Exception) as caught:
+        box.prune()
+    assert caught.value.Get_error_class() == MPI.ERR_IN_STATUS and box.queries > 2
+    assert box.dests == [2, 3]  # nothing forgotten
+
+
+def test_without_ulfm_an_error_in_status_is_raised_at_once(monkeypatch):
+    monkeypatch.delenv("OMPI_MCA_mpi_ft_enable", raising=False)
+    box = FakeOutbox(MPI.ERR_IN_STATUS, {3}, report_after=1)
+    with pytest.raises(MPI.Exception):
+        box.prune()
+    assert box.queries == 1  # the one query of _failed, no wait
+
+
+def test_an_error_that_is_no_death_is_raised_without_waiting(ulfm):
+    box = FakeOutbox(MPI.ERR_BUFFER, {3}, report_after=0)
+    with pytest.raises(MPI.Exception) as caught:
+        box.prune()
+    assert caught.value.Get_error_class() == MPI.ERR_BUFFER and box.queries == 0

@@ -15,10 +15,13 @@ runs ``mpirun ... python ARGS`` in the foreground and exits with mpirun's status
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +29,48 @@ from pathlib import Path
 from . import BLAS_VARS
 from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, parse_schedule
 
+WHERE_WAIT_S = 2.0  # how long a hung run's ranks have to say where they are before the kill
+_WHERE = re.compile(r"^\[mpicoded\] rank \d+ \(pid \d+\): ")  # train's answer to SIGUSR1
+_STACK = re.compile(r'^(Current thread|Thread) 0x[0-9a-f]+|^  File "|^  <no Python frame>')
+
 
 class MPIRunTimeout(RuntimeError):
-    """mpirun did not finish in time; its process group was killed."""
+    """mpirun did not finish in time; its process group was killed. Its ranks were asked first
+    where they were (SIGUSR1): ``output`` ends with their stacks and ``mpicoded.train``'s
+    one-line answers, which the message shows apart from the run's own last output."""
 
     def __init__(self, timeout: float, output: str, processes: str = "") -> None:
-        super().__init__(f"mpirun timed out after {timeout:.0f}s; last output:\n{output[-3000:]}"
-                         + (f"\nstill running then:\n{processes}" if processes else ""))
+        lines = output.splitlines()
+        where = [line for line in lines if _WHERE.match(line)]
+        own = "\n".join(line for line in lines if not (_WHERE.match(line) or _STACK.match(line)))
+        stacks = "\n".join(f"{n} thread(s):\n{stack}" for stack, n in _stacks(lines).items())
+        super().__init__(f"mpirun timed out after {timeout:.0f}s; last output:\n{own[-3000:]}"
+                         + (f"\nstill running then:\n{processes}" if processes else "")
+                         + ("\nwhere the ranks were (SIGUSR1):\n" + "\n".join(sorted(
+                             where, key=_rank_of)) if where else "")
+                         + (f"\ntheir stacks, the same ones counted once:\n{stacks}"
+                            if stacks else ""))
         self.output = output
         self.processes = processes
+
+
+def _rank_of(line: str) -> int:
+    return int(line.split()[2])
+
+
+def _stacks(lines: list[str]) -> Counter[str]:
+    """faulthandler's stacks in ``lines``, each (thread id left out) with how many threads
+    were in it: twenty idle workers make one entry, not twenty."""
+    found: Counter[str] = Counter()
+    stack: list[str] | None = None
+    for line in [*lines, ""]:
+        if line.startswith(("Current thread 0x", "Thread 0x")) or not _STACK.match(line):
+            if stack:
+                found["\n".join(stack)] += 1
+            stack = [] if _STACK.match(line) else None
+        elif stack is not None:
+            stack.append(line)
+    return found
 
 
 @dataclass(frozen=True)
@@ -176,17 +212,33 @@ def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = N
 
 
 def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
-    """Wait for a started mpirun; on timeout kill its whole group and raise MPIRunTimeout."""
+    """Wait for a started mpirun; on timeout ask its ranks where they are, kill its whole
+    group and raise MPIRunTimeout."""
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         processes = descendants(proc.pid)
+        ask_where(proc.pid)
         kill_group(proc)
         out, _ = proc.communicate()
         raise MPIRunTimeout(timeout, out or "", processes) from None
     finally:
         _release(proc)
     return Completed(proc.returncode, out)
+
+
+def ask_where(proc_pid: int) -> None:
+    """SIGUSR1 every rank of the mpirun ``proc_pid`` and give them WHERE_WAIT_S to answer: a
+    rank of ``mpicoded.train`` prints its stack and what it waits for (a program that does not
+    catch the signal dies of it, a moment before it would be killed anyway)."""
+    pids = rank_pids(proc_pid)
+    for pid in pids.values():
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    if pids:
+        time.sleep(WHERE_WAIT_S)
 
 
 def parent_pid(pid: int) -> int:

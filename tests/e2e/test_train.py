@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from mpicoded.launcher import finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
+from mpicoded.launcher import MPIRunTimeout, finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
                     "purged_tasks", "messages", "volume", "missing_partitions", "loss"}
@@ -253,6 +253,32 @@ def test_sigusr1_makes_every_rank_say_where_it_is(tmp_path):
         assert f"[mpicoded] rank {rank} (pid {pids[rank]}): worker {rank - 1} (epoch 0)" \
             in done.output, done.output[-3000:]
     assert done.output.count("most recent call first") >= 4  # the stacks
+
+
+def test_a_timed_out_run_says_where_its_ranks_were(tmp_path):
+    """A run given up on is asked first: the timeout's message names what each rank waited for
+    and its stack (idle workers' stacks counted once), apart from the run's own output."""
+    metrics = tmp_path / "run.jsonl"
+    proc = start_mpi(4, ["-m", "mpicoded.train", "--iterations", "100000", "--delay", "none",
+                         "--quiet", "--metrics", str(metrics)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                metrics.exists() and '"record": "iteration"' in metrics.read_text()):
+            time.sleep(0.05)
+        with pytest.raises(MPIRunTimeout) as timed_out:
+            finish_mpi(proc, timeout=1)
+    finally:
+        kill_group(proc)
+    message = str(timed_out.value)
+    own, _, asked = message.partition("where the ranks were (SIGUSR1):\n")
+    assert "[mpicoded] rank" not in own and 'File "' not in own, message
+    where, _, stacks = asked.partition("their stacks, the same ones counted once:\n")
+    lines = where.splitlines()
+    assert [line.split()[2] for line in lines] == ["0", "1", "2", "3"], message
+    assert ": master: epoch 0, job 0 iteration " in lines[0], message
+    assert all(f": worker {r - 1} (epoch 0)" in lines[r] for r in (1, 2, 3)), message
+    assert "thread(s):" in stacks and 'File "' in stacks and "mpicoded" in stacks, message
 
 
 def serial_logreg(samples, features, seed, iterations):

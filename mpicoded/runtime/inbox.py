@@ -135,6 +135,13 @@ class Inbox:
         return self.current
 
     @property
+    def pending(self) -> bool:
+        """Something read already is still to be acted on: an ITERATE waiting, STOP, or pieces
+        ASSIGNed (read while a delay was served, say, after the last piece of a list): the
+        worker must call ``next_iteration`` even though nothing new has arrived."""
+        return bool(self.waiting) or self.stopped or self.assigned is not None
+
+    @property
     def finished(self) -> bool:
         """STOP has arrived and nothing is left to run."""
         return self.stopped and not self.waiting

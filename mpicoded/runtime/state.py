@@ -484,9 +484,17 @@ class MasterState:
         cur = self.current
         if cur is None:
             return f"epoch {self.epoch}: no iteration opened yet"
+        head = f"epoch {self.epoch}, job {cur.job} iteration {cur.iteration} " + (
+            "done" if cur.done else "open")
+        if self.partial:  # hundreds of pieces: those still needed, by the worker they wait on
+            needed: dict[int, list[int]] = {}
+            for t in range(self.code.n_tasks):
+                if cur.decoder.needs(t):
+                    needed.setdefault(cur.owner.get(t, -1), []).append(t)
+            return (f"{head}: {len(cur.decoder.tasks)} pieces in, still needed by owner "
+                    f"{needed} (-1: nobody's), dead workers {sorted(self._dead())}")
         owed = {w: sorted(t) for w, t in cur.outstanding.items() if t}
-        return (f"epoch {self.epoch}, job {cur.job} iteration {cur.iteration} "
-                f"{'done' if cur.done else 'open'}: tasks decoded from {sorted(cur.decoder.tasks)}, "
+        return (f"{head}: tasks decoded from {sorted(cur.decoder.tasks)}, "
                 f"owed by live worker {owed}, dead workers {sorted(self._dead())}")
 
     def stop(self) -> list[Action]:

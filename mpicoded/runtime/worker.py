@@ -120,7 +120,8 @@ class Worker:
         latest = None if self.latest is None else self.latest[0]
         return (f"worker {self.setup.worker} (epoch {self.setup.epoch}): newest ITERATE started "
                 f"(epoch, job, iteration) {latest}, under way {current}, waiting {held}, "
-                f"stopped {inbox.stopped}; {len(self.outbox.pending)} sends pending")
+                f"assigned {inbox.assigned}, stopped {inbox.stopped}; "
+                f"{len(self.outbox.pending)} sends pending")
 
     def poll(self) -> Message | None:
         while (got := receive(self.comm, source=MASTER)) is not None and got[0].tag == Tag.PING:
@@ -335,8 +336,7 @@ class Worker:
         while True:
             # nothing new: one probe (idle ranks poll at every turn they get on an
             # oversubscribed core, and each poll's cost is taken from the ranks computing)
-            msg = inbox.next_iteration() if (inbox.waiting or inbox.stopped or
-                                             self.arrived()) else None
+            msg = inbox.next_iteration() if inbox.pending or self.arrived() else None
             if msg is None:
                 if inbox.finished:
                     break

@@ -193,6 +193,25 @@ def test_pieces_assigned_once_idle_resume_the_last_iteration():
     assert inbox.next_iteration() is None  # taken once
 
 
+def test_pieces_read_during_the_last_pieces_delay_are_still_pending():
+    """The master hands pieces to a worker serving the injected delay of its list's last
+    piece: the delay's poll reads the ASSIGN, the list ends, and nothing new arrives after.
+    The inbox still says something is pending, so the idle worker resumes the iteration (it
+    used to wait for a new message, and the master for those pieces, for ever: a CI hang)."""
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0, tasks=(0, 1))
+    msg = inbox.next_iteration()
+    assert not inbox.pending
+    master.assign(0, (5, 4))
+    assert not inbox.dropped()  # the poll between delay slices reads it
+    inbox.close_current()  # the list is done, its results sent
+    assert not master.sent and inbox.pending
+    assert inbox.next_iteration() is msg and inbox.take_assigned() == (5, 4)
+    inbox.close_current()
+    assert not inbox.pending and inbox.next_iteration() is None
+
+
 @pytest.mark.parametrize("after", ["purge", "iterate", "stop"])
 def test_no_resume_once_the_iteration_is_purged_superseded_or_stopped(after):
     master = FakeMaster()

@@ -349,3 +349,20 @@ def test_a_quiet_workers_share_is_dealt_out_with_the_round():
             if isinstance(a, SendAssign):
                 work.append((a.worker, a.tasks))
     raise AssertionError("the round did not decode")
+
+
+def test_describe_names_the_pieces_still_needed_and_whom_they_wait_on():
+    """SIGUSR1's line under partial work: not every piece ever received, but those the decode
+    still needs, by the worker that owns each now (a hung run's culprit at a glance)."""
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, _ = values_of(part, np.random.default_rng(6))
+    state = MasterState(part)
+    state.start_iteration(0, 2, 0.0)
+    share = list(part.schedule[0])
+    state.on_result(0, 0, 2, share[:2], vals[share[:2]], 1.0)
+    for w in (2, 3, 4, 5):  # two partitions' holders both done: nothing needed from them
+        state.on_result(w, 0, 2, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+    needed = {0: share[2:], 1: list(part.schedule[1])}
+    assert state.describe() == (
+        f"epoch 0, job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
+        f" pieces in, still needed by owner {needed} (-1: nobody's), dead workers []")

@@ -126,7 +126,7 @@ fi
 
 # The build context: the files the Dockerfile copies, and the wheels in docker/wheelhouse.
 mkdir -p "$context"
-cp -r "$root/pyproject.toml" "$root/README.md" "$root/mpicoded" "$root/docker" "$context/"
+cp -r "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$root/mpicoded" "$root/docker" "$context/"
 find "$context/mpicoded" -name __pycache__ -prune -exec rm -rf {} +
 cp "$wheels"/*.whl "$context/docker/wheelhouse/"
 echo "docker-test: building the image"

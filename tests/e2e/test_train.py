@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+import mpicoded
 from mpicoded.launcher import MPIRunTimeout, finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
@@ -47,6 +48,10 @@ def test_default_run_on_21_ranks(tmp_path):
     assert run["total_purged_tasks"] > 0 and run["worker_dropped_tasks"] > 0
     assert run["final_loss"] < 0.5 * run["initial_loss"]
     assert "tasks purged" in output and "Traceback" not in output
+    software = run["software"]  # what made the file: this checkout, this MPI
+    assert software["mpicoded"] == mpicoded.__version__
+    assert software["mpi_library"].startswith("Open MPI v") and "\0" not in software["mpi_library"]
+    assert len(software["git_revision"]) == 40
 
 
 def test_persistent_straggler_linreg_each(tmp_path):

@@ -211,7 +211,7 @@ ft_run ft
 "$docker" exec "$project-worker-2" bash -c \
   'for p in /proc/[0-9]*; do [[ $(readlink "$p/exe") == */python3* ]] && kill -9 "${p#/proc/}"; done; true'
 status=$(master_status 120)
-# A known Open MPI problem (the README's docker section): now and then the living rank next to
+# A known Open MPI problem (docs/guides/launching.md): now and then the living rank next to
 # the dead ones (the ULFM detector's observer) stays blocked on a futex inside MPI_Iprobe. The
 # master times it out (--iteration-timeout), finishes the run without it, writes its records and
 # then ends the job for the rank that never acknowledged STOP.

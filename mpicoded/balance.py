@@ -2,7 +2,7 @@
 
 Worker p's time for κ tasks is c_p plus a sum of κ task times: mean c_p + κ m_p, variance κ v_p.
 The optimal split equalises D_p(κ) = c_p + κ m_p + γ sqrt(κ v_p) over the workers it uses (the
-paper's Theorem 2 with γ = 1; its formula is missing from the text, ../shared/design.md restates
+paper's Theorem 2 with γ = 1; its formula is missing from the text; docs/architecture.md restates
 it). Integer split: give the tasks one at a time to the worker whose D_p(κ_p + 1) is smallest,
 which minimises the largest D_p exactly; a worker whose c_p alone exceeds the level gets none.
 The continuous solution (level τ with Σ κ_p(τ) = KΩ, by bisection) is its check.

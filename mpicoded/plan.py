@@ -62,11 +62,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """The run's options as flags (the CLI's, and the API's names and defaults)."""
     g = p.add_argument_group("run")
     g.add_argument("--iterations", type=positive_int, default=50, help="default 50")
-    g = p.add_argument_group("code (each flag applies to the codes that take it; see README)")
+    g = p.add_argument_group("code (each flag applies to the codes that take it; see the codes reference)")
     g.add_argument("--code", choices=available_codes(), default=None,
                    help="default frc for a gradient job, mds for a matrix-vector job")
     g.add_argument("--stragglers", type=int, default=None,
-                   help="frc, gfrc, cyclic, mds: stragglers s tolerated; default 3, or the largest "
+                   help="frc, gfrc, spread, cyclic, mds: stragglers s tolerated; default 3, or the largest "
                    "smaller value the code allows on this many workers")
     g.add_argument("--load", type=int, default=None,
                    help="cpgc, ucmmc, mcc: computations r a worker; default 3, or the largest "

@@ -1,5 +1,5 @@
 """The straggler tax: each scheme's time under a straggler pattern over uncoded's time with no
-straggler at all, on the same data and ranks (``../shared/design.md``).
+straggler at all, on the same data and ranks (docs/architecture.md, "The straggler tax").
 
 7 ranks (``--ranks``), logreg (or PageRank, ``--job``), nothing injected (``--delay none``):
 real slow ranks under CPU quotas (cgroups, root). Capped: every worker at the same share of a

@@ -32,7 +32,7 @@ def set_wait(mode: str) -> str:
     without pause (an idle rank then costs a core, as MPI's own waits do); ``yield`` gives the
     core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
     (see Backoff). ``auto`` spins when this node's ranks do not outnumber its cores, else
-    yields (measured faster than sleeping when 21 ranks share 2 cores: see the README)."""
+    yields (measured faster than sleeping when 21 ranks share 2 cores: see docs/benchmarks.md)."""
     global _wait, _mpi_yield_before
     if mode not in WAIT_MODES:
         raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")

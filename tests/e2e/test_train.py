@@ -35,7 +35,7 @@ def read_metrics(path):
 
 
 def test_default_run_on_21_ranks(tmp_path):
-    """The README's demonstration: defaults, 20 workers, exit 0, well-formed metrics, learning."""
+    """Getting started's demonstration: defaults, 20 workers, exit 0, good metrics, learning."""
     iterations, run, output = trained(tmp_path, 21)
     assert len(iterations) == 50
     for i, row in enumerate(iterations):

@@ -1,0 +1,95 @@
+"""MkDocs hook: generate the CLI reference from the real parsers.
+
+``docs/reference/cli.md`` holds two marker lines. ``<!-- subcommands -->`` becomes the table of
+``mpicoded.cli.SUBCOMMANDS`` and ``<!-- train-flags -->`` the flags of ``python -m
+mpicoded.train``, one table per argparse group, built by ``mpicoded.train.build_parser`` (the
+job flags, then ``mpicoded.plan.add_run_options``). Neither module loads MPI on import
+(``mpicoded.train`` imports it inside ``main`` only), so the docs build without MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SUBCOMMANDS_MARKER = "<!-- subcommands -->"
+FLAGS_MARKER = "<!-- train-flags -->"
+PAGE = "reference/cli.md"
+
+log = logging.getLogger("mkdocs.hooks.cli")
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _flag(action: argparse.Action) -> str:
+    """The option strings with their argument, as ``--help`` shows them."""
+    if action.nargs == 0:
+        arg = ""
+    elif action.choices is not None:
+        arg = "{" + ",".join(map(str, action.choices)) + "}"
+    else:
+        arg = action.metavar or action.dest.upper()
+    if arg and action.nargs == "?":
+        arg = f"[{arg}]"
+    return ", ".join(f"`{opt} {arg}`" if arg else f"`{opt}`" for opt in action.option_strings)
+
+
+def _default(action: argparse.Action) -> str:
+    value = action.default
+    if value is None or value is False or value == [] or value == argparse.SUPPRESS:
+        return ""  # no default, a switch that is off, or none to show (--help, --version)
+    return f"`{value}`"
+
+
+def _help(action: argparse.Action, prog: str) -> str:
+    text = action.help or ""
+    if "%(" in text:
+        text = text % {**vars(action), "prog": prog}
+    return _cell(text)
+
+
+def flags_markdown() -> str:
+    """Every flag of ``python -m mpicoded.train``, a table per argument group."""
+    from mpicoded.train import build_parser
+
+    parser = build_parser()
+    out = []
+    for group in parser._action_groups:
+        actions = [a for a in group._group_actions if a.option_strings]
+        if not actions:
+            continue
+        out += [f"### {group.title}", "", "| flag | default | meaning |", "|---|---|---|"]
+        out += [f"| {_flag(a)} | {_default(a)} | {_help(a, parser.prog)} |" for a in actions]
+        out.append("")
+    return "\n".join(out)
+
+
+def subcommands_markdown() -> str:
+    """The ``mpicoded`` subcommands, from ``mpicoded.cli.SUBCOMMANDS``."""
+    from mpicoded.cli import SUBCOMMANDS
+
+    rows = ["| command | runs | what it does |", "|---|---|---|"]
+    rows += [f"| `mpicoded {name}` | `python -m {module}` | {_cell(what)} |"
+             for name, (module, what) in SUBCOMMANDS.items()]
+    return "\n".join(rows) + "\n"
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if page.file.src_uri != PAGE:
+        return markdown
+    if str(ROOT) not in sys.path:  # here, not on import: MkDocs restores sys.path after loading a hook
+        sys.path.insert(0, str(ROOT))
+    for marker, make in ((SUBCOMMANDS_MARKER, subcommands_markdown), (FLAGS_MARKER, flags_markdown)):
+        lines = markdown.split("\n")
+        if marker not in (line.strip() for line in lines):
+            log.warning("%s has no marker line %s", PAGE, marker)
+            continue
+        markdown = "\n".join(make() if line.strip() == marker else line for line in lines)
+    return markdown

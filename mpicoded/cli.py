@@ -50,5 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:
         return int(module.main(rest) or 0)
-    except SystemExit as exc:  # argparse's --help and usage errors
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except SystemExit as exc:  # argparse's --help and usage errors, sys.exit("message")
+        if isinstance(exc.code, int) or exc.code is None:
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1

@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, pa
 
 WHERE_WAIT_S = 2.0  # how long a hung run's ranks have to say where they are before the kill
 _WHERE = re.compile(r"^\[mpicoded\] rank \d+ \(pid \d+\): ")  # train's answer to SIGUSR1
-_STACK = re.compile(r'^(Current thread|Thread) 0x[0-9a-f]+|^  File "|^  <no Python frame>')
+_THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")  # faulthandler's stack headers
+_FRAME = re.compile(r'^  File "|^  <no Python frame>')
 
 
 class MPIRunTimeout(RuntimeError):
@@ -40,10 +40,10 @@ class MPIRunTimeout(RuntimeError):
     one-line answers, which the message shows apart from the run's own last output."""
 
     def __init__(self, timeout: float, output: str, processes: str = "") -> None:
-        lines = output.splitlines()
-        where = [line for line in lines if _WHERE.match(line)]
-        own = "\n".join(line for line in lines if not (_WHERE.match(line) or _STACK.match(line)))
-        stacks = "\n".join(f"{n} thread(s):\n{stack}" for stack, n in _stacks(lines).items())
+        own_lines, found = _split(output.splitlines())
+        where = [line for line in own_lines if _WHERE.match(line)]
+        own = "\n".join(line for line in own_lines if not _WHERE.match(line))
+        stacks = "\n".join(f"{n} thread(s):\n{stack}" for stack, n in found.items())
         super().__init__(f"mpirun timed out after {timeout:.0f}s; last output:\n{own[-3000:]}"
                          + (f"\nstill running then:\n{processes}" if processes else "")
                          + ("\nwhere the ranks were (SIGUSR1):\n" + "\n".join(sorted(
@@ -58,19 +58,24 @@ def _rank_of(line: str) -> int:
     return int(line.split()[2])
 
 
-def _stacks(lines: list[str]) -> Counter[str]:
-    """faulthandler's stacks in ``lines``, each (thread id left out) with how many threads
-    were in it: twenty idle workers make one entry, not twenty."""
+def _split(lines: list[str]) -> tuple[list[str], Counter[str]]:
+    """The run's own lines, and faulthandler's stacks among them, each (thread id left out)
+    with how many threads were in it: twenty idle workers make one entry, not twenty. A stack
+    is a thread header and the frame lines right after it; a traceback the run printed itself
+    stays in its own lines."""
+    own: list[str] = []
     found: Counter[str] = Counter()
     stack: list[str] | None = None
     for line in [*lines, ""]:
-        if line.startswith(("Current thread 0x", "Thread 0x")) or not _STACK.match(line):
-            if stack:
-                found["\n".join(stack)] += 1
-            stack = [] if _STACK.match(line) else None
-        elif stack is not None:
+        if stack is not None and _FRAME.match(line):
             stack.append(line)
-    return found
+            continue
+        if stack:
+            found["\n".join(stack)] += 1
+        stack = [] if _THREAD.match(line) else None
+        if stack is None:
+            own.append(line)
+    return own[:-1], found
 
 
 @dataclass(frozen=True)
@@ -218,27 +223,40 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         processes = descendants(proc.pid)
-        ask_where(proc.pid)
-        kill_group(proc)
-        out, _ = proc.communicate()
+        out = None
+        try:
+            out = ask_where(proc)
+        except Exception:  # a diagnostic must never hide the timeout itself
+            pass
+        finally:
+            kill_group(proc)
+        if out is None:
+            out, _ = proc.communicate()
         raise MPIRunTimeout(timeout, out or "", processes) from None
     finally:
         _release(proc)
     return Completed(proc.returncode, out)
 
 
-def ask_where(proc_pid: int) -> None:
-    """SIGUSR1 every rank of the mpirun ``proc_pid`` and give them WHERE_WAIT_S to answer: a
-    rank of ``mpicoded.train`` prints its stack and what it waits for (a program that does not
-    catch the signal dies of it, a moment before it would be killed anyway)."""
-    pids = rank_pids(proc_pid)
+def ask_where(proc: subprocess.Popen) -> str | None:
+    """SIGUSR1 every rank of the mpirun ``proc`` and read its output for WHERE_WAIT_S while
+    they answer: a rank of ``mpicoded.train`` prints its stack and what it waits for (a
+    program that does not catch the signal dies of it, a moment before it would be killed
+    anyway). Reading meanwhile keeps mpirun from blocking on a full pipe. Returns mpirun's
+    whole output if it ended meanwhile, else None (the rest is read later)."""
+    pids = rank_pids(proc.pid)
     for pid in pids.values():
         try:
             os.kill(pid, signal.SIGUSR1)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or its PID taken by another's
             pass
-    if pids:
-        time.sleep(WHERE_WAIT_S)
+    if not pids:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=WHERE_WAIT_S)
+    except subprocess.TimeoutExpired:  # what was read is kept for the next communicate
+        return None
+    return out or ""
 
 
 def parent_pid(pid: int) -> int:

@@ -42,19 +42,30 @@ _serving: Any = None  # the Master or Worker this rank runs now: where() asks it
 
 
 def software() -> dict[str, str | None]:
-    """What ran: mpicoded's version, the MPI library's own first line and, from a git checkout,
-    the revision (None otherwise), so that a metrics file says which code made it."""
+    """What ran: mpicoded's version, the MPI library's own first line and, from a git checkout
+    of mpicoded itself, the revision (None otherwise: an installed copy inside another
+    project's repository is not that project's commit), so that a metrics file says which
+    code made it. Never fails: it runs after the whole run, before the metrics are written."""
     import mpi4py
     from mpi4py import MPI
 
+    out: dict[str, str | None] = {"mpicoded": __version__, "mpi_library": None,
+                                  "mpi4py": mpi4py.__version__, "git_revision": None}
     try:
-        revision = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                  timeout=10, cwd=Path(__file__).parent).stdout.strip() or None
+        library = MPI.Get_library_version().split("\0")[0].strip()  # Open MPI's ends in a NUL
+        out["mpi_library"] = library.splitlines()[0] if library else None
+    except MPI.Exception:
+        pass
+    package = Path(__file__).resolve().parents[1]  # mpicoded/
+    try:
+        found = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"],
+                               capture_output=True, text=True, timeout=10, cwd=package)
+        lines = found.stdout.split()
+        if found.returncode == 0 and len(lines) == 2 and Path(lines[0]) == package.parent:
+            out["git_revision"] = lines[1]
     except (OSError, subprocess.TimeoutExpired):
-        revision = None
-    library = MPI.Get_library_version().split("\0")[0].strip()  # Open MPI's ends in a NUL
-    return {"mpicoded": __version__, "mpi_library": library.splitlines()[0],
-            "mpi4py": mpi4py.__version__, "git_revision": revision}
+        pass
+    return out
 
 
 def where() -> str:

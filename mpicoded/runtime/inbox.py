@@ -123,9 +123,12 @@ class Inbox:
         self.read()
         epoch = self.epoch()
         self.close_current()
-        if self.assigned is not None and not self.waiting:  # resume it with the new pieces
-            self.current = self.last
-            return self.current
+        if self.assigned is not None and not self.waiting:  # resume it with the new pieces,
+            assert self.last is not None  # (ASSIGN is taken only for the one run last)
+            if self.last.epoch == epoch:
+                self.current = self.last
+                return self.current
+            self.assigned = None  # unless a re-code's SETUP replaced the pieces they name
         while self.waiting:
             msg = self.waiting.popleft()
             if msg.epoch == epoch:

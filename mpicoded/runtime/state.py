@@ -140,7 +140,7 @@ class MasterState:
     last_sent: dict[int, int] = field(default_factory=dict)  # worker -> last round sent to it
     quiet: frozenset[int] = frozenset()  # partial work: left out of this round (see below)
     useful: dict[int, int] = field(default_factory=dict)  # worker -> last round it sent a live
-    # (not stale) result in; partial work: one that sent none in the last round is ``late``
+    # (not stale) result in; partial work: one with none in LATE_ROUNDS rounds is ``late``
     late: frozenset[int] = frozenset()  # partial work: kept to one piece this round
 
     def __post_init__(self) -> None:

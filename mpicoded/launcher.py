@@ -31,7 +31,8 @@ from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, pa
 WHERE_WAIT_S = 2.0  # how long a hung run's ranks have to say where they are before the kill
 _WHERE = re.compile(r"^\[mpicoded\] rank \d+ \(pid \d+\): ")  # train's answer to SIGUSR1
 _THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")  # faulthandler's stack headers
-_FRAME = re.compile(r'^  File "|^  <no Python frame>')
+# faulthandler's frame lines ("line 3 in f"; a traceback's say "line 3, in f")
+_FRAME = re.compile(r'^  File ".*", line \d+ in |^  <no Python frame>')
 
 
 class MPIRunTimeout(RuntimeError):
@@ -67,7 +68,8 @@ def _split(lines: list[str]) -> tuple[list[str], Counter[str]]:
     found: Counter[str] = Counter()
     stack: list[str] | None = None
     for line in [*lines, ""]:
-        if stack is not None and _FRAME.match(line):
+        if _FRAME.match(line):  # ranks dump at once: a frame may follow another rank's line
+            stack = [] if stack is None else stack
             stack.append(line)
             continue
         if stack:

@@ -14,7 +14,6 @@ import numpy as np
 from ..codes import Code, Decoder
 
 QUIET_ROUNDS = 2  # partial work: a worker silent this many rounds is left out of the next
-LATE_ROUNDS = 2  # partial work: one with no live result in this many rounds keeps one piece
 RELEASED = -2  # partial work, ranges of coded blocks: the owner of a piece another stood in for
 
 
@@ -139,9 +138,6 @@ class MasterState:
     heard: dict[int, int] = field(default_factory=dict)  # worker -> the round it last sent in
     last_sent: dict[int, int] = field(default_factory=dict)  # worker -> last round sent to it
     quiet: frozenset[int] = frozenset()  # partial work: left out of this round (see below)
-    useful: dict[int, int] = field(default_factory=dict)  # worker -> last round it sent a live
-    # (not stale) result in; partial work: one with none in LATE_ROUNDS rounds is ``late``
-    late: frozenset[int] = frozenset()  # partial work: kept to one piece this round
 
     def __post_init__(self) -> None:
         if self.workers is None:
@@ -180,46 +176,23 @@ class MasterState:
             cur.sent = set(outstanding)
             for w in cur.sent:
                 self.last_sent[w] = self.rounds
-            self._deal([t for w in sorted(self.quiet) for t in schedule[w]] + self._keep_late(),
-                       exclude=self.late)
+            self._deal([t for w in sorted(self.quiet) for t in schedule[w]])
             lists = {w: tuple(tasks) for w, tasks in cur.lists.items()}
         died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
             return [Recode(self._dead())]
         return [SendIterate(w, job, iteration, lists[w], self.epoch) for w in sorted(outstanding)]
 
-    def _keep_late(self) -> list[int]:
-        """Partial work, a new round: a worker of the round that sent no live result in the
-        last LATE_ROUNDS (a straggler back from quiet, or one whose every result came too late;
-        one such round is chance on machines held to a share of a core) keeps
-        the first piece of its list, and the rest is returned, to be dealt to the others at
-        once. Sent whole, its share would be taken over in halves once the others are idle, a
-        round trip each (on machines held to a share of a core, a scheduling period each),
-        every round it is back for. Its piece tells whether it is fast again: then it takes
-        work over as any idle holder does, and has its whole share the round after."""
-        cur = self.current
-        assert cur is not None
-        late = {w for w in cur.lists if len(cur.lists[w]) > 1
-                and self.rounds - self.useful.setdefault(w, self.rounds) > LATE_ROUNDS}
-        rest: list[int] = []
-        for w in sorted(late):
-            rest += cur.lists[w][1:]
-            cur.outstanding[w].difference_update(cur.lists[w][1:])
-            del cur.lists[w][1:]
-        self.late = frozenset(late)
-        return rest
-
-    def _deal(self, orphans: list[int], exclude: frozenset[int] = frozenset()) -> None:
-        """Partial work, a new round: the shares of the workers left out, and of the late ones
-        but their first piece (``exclude``: not dealt back to them while another can take
-        it), go at once to the round's workers, each piece (or a stand-in for it) to the end
-        of the shortest list that can take it, so nobody waits to be idle for them. A piece
-        nobody of the round can take is left to the hand-over (a quiet one sent late for
-        it)."""
+    def _deal(self, orphans: list[int]) -> None:
+        """Partial work, a new round: the shares of the workers left out go at once to the
+        round's workers, each piece (or a stand-in for it) to the end of the shortest list
+        that can take it, so nobody waits to be idle for them (a round trip each round for a
+        straggler that stays slow). A piece nobody of the round can take is left to the
+        hand-over (a quiet one sent late for it)."""
         cur = self.current
         assert cur is not None
         for t in orphans:
-            for w in sorted(cur.lists, key=lambda w: (w in exclude, len(cur.lists[w]), w)):
+            for w in sorted(cur.lists, key=lambda w: (len(cur.lists[w]), w)):
                 pair = self._stand_ins([t], w)
                 if pair:
                     q = pair[0][1]
@@ -274,7 +247,6 @@ class MasterState:
             return []
         cur.messages += 1
         cur.received += len(tasks)
-        self.useful[worker] = self.rounds
         cur.arrivals.setdefault(worker, []).extend([now - cur.started] * len(tasks))
         self.totals["messages"] += 1
         self.totals["results_received"] += len(tasks)

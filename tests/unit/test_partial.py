@@ -366,39 +366,3 @@ def test_describe_names_the_pieces_still_needed_and_whom_they_wait_on():
     assert state.describe() == (
         f"epoch 0, job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
         f" pieces in, still needed by owner {needed} (-1: nobody's), dead workers []")
-
-
-def test_a_worker_late_last_round_keeps_one_piece_and_its_rest_is_dealt():
-    """Partial spread s=1, worker 1 sent no live result in the last two rounds (a straggler
-    back from quiet, or one whose results all came too late): it is sent only the first piece of
-    its share, the rest goes out at once to the other holders (not to be taken over in halves
-    once they are idle); the round decodes every row once. Once it has sent a live result it
-    gets its whole share again."""
-    code = make_code("spread", 6, stragglers=1)
-    part = partial_code(code, [1000] * code.n_partitions, 250)
-    vals, each = values_of(part, np.random.default_rng(11))
-    state = MasterState(part, rounds=10)
-    state.heard = dict.fromkeys(range(6), 10)  # nobody quiet: everyone was heard
-    state.useful = {w: 8 if w == 1 else 10 for w in range(6)}  # nothing live in rounds 9, 10
-    actions = state.start_iteration(0, 0, 0.0)
-    assert state.quiet == set() and state.late == {1}
-    lists = {a.worker: a.tasks for a in actions if isinstance(a, SendIterate)}
-    share = part.schedule[1]
-    assert lists[1] == share[:1]
-    pieces, holds = part.params["pieces"], part.params["holds"]
-    dealt = [t for w, tasks in lists.items() if w != 1 for t in tasks[len(part.schedule[w]):]]
-    assert sorted(dealt) == sorted(share[1:])
-    assert all(pieces[t].key in holds[w] for w, tasks in lists.items() for t in tasks)
-    work = list(lists.items())
-    while work:
-        w, tasks = work.pop(0)
-        decoded = [a for a in state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], 1.0)
-                   if isinstance(a, Decoded)]
-        if decoded:
-            assert np.allclose(decoded[0].result, each.sum(axis=0), rtol=1e-12)
-            break
-    else:
-        raise AssertionError("the round did not decode")
-    actions = state.start_iteration(0, 1, 2.0)
-    assert state.late == set()
-    assert {a.worker: a.tasks for a in actions if isinstance(a, SendIterate)}[1] == share

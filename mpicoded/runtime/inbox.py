@@ -10,7 +10,9 @@ and STOP comes after all of them.
 
 Under partial work the master may ASSIGN the worker other pieces of the iteration under way
 (``assigned``, taken between pieces) or, once it is idle, of the last one it ran: that one is
-resumed (``next_iteration`` returns it again) unless it was purged or something newer came.
+resumed (``next_iteration`` returns it again) unless it was purged or something newer came. An
+ASSIGN for an ITERATE read but not started yet replaces that ITERATE's list (``take_ahead``):
+the master counts on the ASSIGNed pieces, whether or not the worker had begun.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Inbox:
         self.last: Message | None = None  # the ITERATE run last (an ASSIGN may resume it)
         self.last_dropped = False
         self.assigned: tuple[int, ...] | None = None  # pieces ASSIGNed, not taken yet
+        self.ahead: tuple[tuple[int, int, int], tuple[int, ...]] | None = None  # an ASSIGN
+        # for an ITERATE not started yet: its key, and the list to start it with
 
     def read(self) -> None:
         """Take in every message that has arrived."""
@@ -70,6 +74,8 @@ class Inbox:
             if (under_way is not None and _key(under_way) == _key(msg) and not dropped
                     and not self.waiting):
                 self.assigned = assign_fields(msg)
+            elif self.waiting and _key(self.waiting[-1]) == _key(msg):
+                self.ahead = _key(msg), assign_fields(msg)
         elif msg.tag == Tag.PURGE:
             if self.purge:
                 if self.waiting and _key(self.waiting[-1]) == _key(msg):
@@ -96,6 +102,8 @@ class Inbox:
 
     def _skip(self, msg: Message) -> None:
         tasks = iterate_fields(msg, self.rank)[0]
+        if self.ahead is not None and self.ahead[0] == _key(msg):  # its list, as ASSIGNed
+            tasks, self.ahead = self.ahead[1], None
         self.skipped += len(tasks)
         if self.on_skip is not None:
             self.on_skip(msg, tasks)
@@ -107,6 +115,14 @@ class Inbox:
             if self.current_dropped:
                 self.assigned = None
         self.current, self.current_dropped = None, False
+
+    def take_ahead(self, msg: Message) -> tuple[int, ...] | None:
+        """The list ASSIGNed for ``msg`` before it was started (in place of its own), once; None
+        if none came."""
+        if self.ahead is None or self.ahead[0] != _key(msg):
+            return None
+        tasks, self.ahead = self.ahead[1], None
+        return tasks
 
     def take_assigned(self) -> tuple[int, ...]:
         """The pieces ASSIGNed (partial work), once."""

@@ -120,7 +120,7 @@ class Worker:
         latest = None if self.latest is None else self.latest[0]
         return (f"worker {self.setup.worker} (epoch {self.setup.epoch}): newest ITERATE started "
                 f"(epoch, job, iteration) {latest}, under way {current}, waiting {held}, "
-                f"assigned {inbox.assigned}, stopped {inbox.stopped}; "
+                f"assigned {inbox.assigned}, ahead {inbox.ahead}, stopped {inbox.stopped}; "
                 f"{len(self.outbox.pending)} sends pending")
 
     def poll(self) -> Message | None:
@@ -169,6 +169,9 @@ class Worker:
         resumed = self.inbox.assigned is not None
         if resumed:
             tasks = self.inbox.take_assigned()
+        elif (ahead := self.inbox.take_ahead(msg)) is not None:  # ASSIGNed before it began
+            self.dropped += len(set(tasks).difference(ahead))  # handed to idle holders
+            tasks = ahead
         # theta views this message's own buffer (a fresh one each receive): kept, not copied
         self.latest = ((msg.epoch, msg.job, msg.iteration), theta)
         setup = self.setup

@@ -238,3 +238,38 @@ def test_no_resume_once_the_iteration_is_purged_superseded_or_stopped(after):
     msg = inbox.next_iteration()
     assert inbox.assigned is None
     assert (msg.iteration if msg else None) == (1 if after == "iterate" else None)
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_pieces_assigned_before_the_iterate_is_started_replace_its_list(busy):
+    """The master may ASSIGN pieces of an iteration to a worker that has not started it (a
+    straggler still on the last one, or idle but not polled yet): its ITERATE and the ASSIGN
+    are read together. The ASSIGNed list is the one run, as the master counts on it (dropped
+    unread, the master waited for ever for the pieces it had handed over: a CI hang)."""
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0, tasks=(0, 1))
+    inbox.next_iteration()
+    if not busy:
+        inbox.close_current()
+    master.iterate(1, tasks=(0, 1))
+    master.assign(1, (7, 6))
+    assert inbox.dropped() is busy  # the newer ITERATE interrupts the one under way
+    msg = inbox.next_iteration()
+    assert msg.iteration == 1 and inbox.assigned is None
+    assert inbox.take_ahead(msg) == (7, 6) and inbox.take_ahead(msg) is None
+
+
+def test_an_assign_for_a_waiting_iterate_goes_with_it_when_skipped():
+    """Purged, superseded or stopped before it began: the ASSIGNed list is skipped with it
+    (and told as skipped), never carried to the next ITERATE."""
+    master = FakeMaster()
+    skipped: list[tuple[int, tuple[int, ...]]] = []
+    inbox = Inbox(master.poll, master.setups.append,
+                  on_skip=lambda msg, tasks: skipped.append((msg.iteration, tasks)))
+    master.iterate(0, tasks=(0, 1))
+    master.assign(0, (7,))
+    master.iterate(1, tasks=(2, 3))
+    msg = inbox.next_iteration()
+    assert msg.iteration == 1 and skipped == [(0, (7,))] and inbox.skipped == 1
+    assert inbox.take_ahead(msg) is None

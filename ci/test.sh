@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The one test command: lint, type check (mypy), the docs site (built strictly), unit tests (no
-# MPI), pytest-mpi tests, end-to-end mpirun tests (the network-namespace ones as root), static
-# checks of docker/ and a real docker-compose cluster, and a real single-node Slurm job (both as
-# root with apt; skipped with a message otherwise). Creates .venv with the test, dev, docs,
-# examples and torch extras on first use (the end-to-end tests run every example). Extra
-# arguments go to every pytest run.
+# MPI), pytest-mpi tests, those and an e2e subset under MPICH (a second venv), end-to-end
+# mpirun tests (the network-namespace ones as root), static checks of docker/ and a real
+# docker-compose cluster, and a real single-node Slurm job (both as root with apt; skipped with
+# a message otherwise). Creates .venv with the test, dev, docs, examples and torch extras on
+# first use (the end-to-end tests run every example). Extra arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -32,6 +32,9 @@ echo "== MPI tests (pytest-mpi, 4 ranks)"
 # python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.
 timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
   "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"
+
+echo "== MPICH: a second venv with the mpich wheel, its pytest-mpi tests and an e2e subset"
+./ci/mpich-test.sh "$@"
 
 echo "== docker/ static checks"
 ./ci/docker-check.sh

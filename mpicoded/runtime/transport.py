@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from ..launcher import affinity
 from ..plan import ft_enabled
 from .protocol import Message, Tag, unpack
 
@@ -27,18 +28,32 @@ WAIT_MODES = ("auto", "spin", "yield", "sleep")
 _wait = "sleep"  # how this process waits between empty polls: set once a run starts
 
 
-def set_wait(mode: str) -> str:
+def node_load(comm: MPI.Comm) -> tuple[int, int]:
+    """(ranks of ``comm`` on this node, cores they may run on between them), from the ranks
+    that share memory with this one and their affinities: what any MPI library, mpirun or
+    srun, and a cpuset give, where launcher variables (Open MPI's local size) and
+    ``os.cpu_count()`` (the whole machine) do not. Collective over ``comm``."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        cores = set().union(*node.allgather(sorted(affinity())))
+        return node.Get_size(), len(cores)
+    finally:
+        node.Free()
+
+
+def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:
     """Choose how this rank waits between empty polls, and return the choice. ``spin`` polls
     without pause (an idle rank then costs a core, as MPI's own waits do); ``yield`` gives the
     core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
-    (see Backoff). ``auto`` spins when this node's ranks do not outnumber its cores, else
-    yields (measured faster than sleeping when 21 ranks share 2 cores: see docs/benchmarks.md)."""
+    (see Backoff). ``auto`` spins when this node's ranks of ``comm`` (COMM_WORLD if None) do
+    not outnumber its cores, else yields (measured faster than sleeping when 21 ranks share 2
+    cores: see docs/benchmarks.md); it is then collective over ``comm``."""
     global _wait, _mpi_yield_before
     if mode not in WAIT_MODES:
         raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")
     if mode == "auto":
-        local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0")) or MPI.COMM_WORLD.Get_size()
-        mode = "spin" if local <= (os.cpu_count() or 1) else "yield"
+        local, cores = node_load(MPI.COMM_WORLD if comm is None else comm)
+        mode = "spin" if local <= cores else "yield"
     _wait = mode
     previous = mpi_yield(False)
     if _mpi_yield_before is None:

@@ -260,6 +260,29 @@ def test_wait_modes():
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.timeout(60)
+def test_auto_wait_counts_the_ranks_and_cores_of_this_node():
+    """``--wait auto`` asks MPI which ranks share this node and pools their affinities (no
+    launcher variable: the same under mpirun, srun and MPICH): here every rank is on one node,
+    and a rank that may run on fewer cores than the node has ranks yields."""
+    import os
+
+    from mpicoded.runtime.transport import end_waits, node_load, set_wait
+
+    comm = MPI.COMM_WORLD
+    local, cores = node_load(comm)
+    mine = os.sched_getaffinity(0)
+    assert local == comm.Get_size()
+    assert len(mine) <= cores <= (os.cpu_count() or 1)
+    try:
+        assert set_wait("auto", comm) == ("spin" if local <= cores else "yield")
+        assert set_wait("auto", MPI.COMM_SELF) == "spin"  # one rank, at least one core
+    finally:
+        set_wait("sleep")
+        end_waits()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(60)
 def test_choosing_a_wait_turns_open_mpis_own_yield_off():
     """Once mpicoded's waits are chosen, an MPI call that finds nothing to do returns at once
     instead of giving the core away (Open MPI's default when ranks outnumber cores)."""

@@ -58,7 +58,7 @@ from .paper001 import bench_paper001
 from .real import bench_real_stragglers
 from .runtime import OVERHEAD_SIZES, bench_overhead, bench_purge, parse_sizes
 from .simscale import bench_sim_scale
-from .tax import bench_straggler_tax
+from .tax import ROWS_A_WORKER, bench_straggler_tax
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purge": bench_purge,
@@ -75,7 +75,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "ddp": bench_ddp,
     "faults": bench_faults,
 }
-DEFAULT_SAMPLES = {"real-stragglers": 600000, "straggler-tax": 240000, "ddp": 60000}
+DEFAULT_SAMPLES = {"real-stragglers": 600000, "ddp": 60000}  # straggler-tax: by ranks
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
                       "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
                       "dispatch": 200, "straggler-tax": 30, "ddp": 40, "faults": 30}
@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="purge: seconds per unit of work; default 0.02")
     p.add_argument("--samples", type=int, default=None,
                    help="real-stragglers: logreg rows on 7 ranks (a quarter on 21), default "
-                   "600000; straggler-tax: logreg rows, default 240000 (x 100 features); "
+                   "600000; straggler-tax: logreg rows (x 100 features), default "
+                   f"{ROWS_A_WORKER} a worker (240000 on 7 ranks, 800000 on 21); "
                    "ddp: rows, default 60000")
     p.add_argument("--features", type=int, default=100, help="ddp: input features; default 100")
     p.add_argument("--hidden", type=int, default=64, help="ddp: hidden units; default 64")
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.iterations is None:
         args.iterations = DEFAULT_ITERATIONS.get(args.scenario, 0)
     if args.samples is None:
-        args.samples = DEFAULT_SAMPLES.get(args.scenario, 0)
+        args.samples = (ROWS_A_WORKER * (args.ranks - 1) if args.scenario == "straggler-tax"
+                        else DEFAULT_SAMPLES.get(args.scenario, 0))
     out = SCENARIOS[args.scenario](args)
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, **out}, indent=2) + "\n")

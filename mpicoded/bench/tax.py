@@ -45,6 +45,10 @@ PAGERANK_SCHEMES: dict[str, list[str]] = {  # a matrix-vector job: codes whose t
 }
 JOB_SCHEMES = {"logreg": SCHEMES, "pagerank": PAGERANK_SCHEMES}
 MOVE_PERIOD_S = 0.4
+# rows a worker holds by default: as many on 21 ranks as on 7 (weak scaling). With 240000 rows
+# on 20 workers at 0.05 of a core an iteration took 70 ms, and a straggler at 5% of that runs 1
+# ms every 400 ms (the kernel's shortest quota, 1 ms): its bursts set the pace, not its speed
+ROWS_A_WORKER = 40000
 BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from run to run
 
 

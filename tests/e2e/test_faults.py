@@ -103,6 +103,38 @@ def test_sigkill_a_worker_from_outside(tmp_path, fault_free):
                        atol=1e-12)
 
 
+def test_a_worker_falsely_reported_dead_is_left_out_not_a_crash(tmp_path):
+    """A living worker held from running longer than the detector's timeout (SIGSTOP: a rank
+    starved of its core, or a VM paused) is reported dead by ULFM's heartbeat detector while it
+    is alive. The run goes on without it, exits 0 and ends at the fault-free θ; the worker,
+    continued, is never counted back in (Open MPI tells it it was reported dead)."""
+    metrics = tmp_path / "paused.jsonl"
+    flags = ["--code", "gfrc", "--stragglers", "2", "--delay", "persistent", "--task-time",
+             "0.005", "--samples", "4000", "--features", "20", "--quiet", "--iterations", "1500"]
+    proc = start_mpi(7, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)], ft=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
+            time.sleep(0.1)  # iterating
+        victim = rank_pids(proc.pid)[3]
+        os.kill(victim, signal.SIGSTOP)
+        time.sleep(12)  # three times the detector's timeout at 7 ranks on 2 cores (3.5 s)
+        os.kill(victim, signal.SIGCONT)  # the run (1500 iterations, about 16 s) still going
+        assert proc.poll() is None
+        done = finish_mpi(proc, timeout=240)
+    finally:
+        kill_group(proc)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    failures = [r for r in rows if r["record"] == "failure"]
+    assert [rank for r in failures for rank in r["ranks"]] == [3], failures
+    assert rows[-1]["failed_workers"] == 1
+    assert len([r for r in rows if r["record"] == "iteration"]) == 1500
+    _, reference, _ = train(7, flags, tmp_path, "reference")
+    assert np.allclose(rows[-1]["final_theta"], reference["final_theta"], rtol=1e-9,
+                       atol=1e-12)
+
+
 def test_checkpoint_resume_after_the_master_is_killed(tmp_path):
     """A run killed (master and all) after a checkpoint, resumed, ends with the very theta of an
     uninterrupted run: same seed, same keyed delays, bitwise."""

@@ -212,27 +212,28 @@ def test_pieces_read_during_the_last_pieces_delay_are_still_pending():
     assert not inbox.pending and inbox.next_iteration() is None
 
 
-def test_no_resume_of_pieces_a_recodes_setup_replaced():
-    """Pieces assigned to an idle worker, then a re-code's SETUP (a new epoch, new pieces)
-    before any ITERATE: the old iteration is not resumed, the pieces it names being gone."""
+def assigned_once_idle() -> tuple[FakeMaster, Inbox]:
+    """A worker that ran iteration 0 and is idle, with pieces of it ASSIGNed, not read yet."""
     master = FakeMaster()
     inbox = master.inbox()
     master.iterate(0, tasks=(0, 1))
     inbox.next_iteration()
     inbox.close_current()
     master.assign(0, (5, 4))
+    return master, inbox
+
+
+def test_no_resume_of_pieces_a_recodes_setup_replaced():
+    """Pieces assigned to an idle worker, then a re-code's SETUP (a new epoch, new pieces)
+    before any ITERATE: the old iteration is not resumed, the pieces it names being gone."""
+    master, inbox = assigned_once_idle()
     master.setup(epoch=1)
     assert inbox.next_iteration() is None and inbox.assigned is None and not inbox.pending
 
 
 @pytest.mark.parametrize("after", ["purge", "iterate", "stop"])
 def test_no_resume_once_the_iteration_is_purged_superseded_or_stopped(after):
-    master = FakeMaster()
-    inbox = master.inbox()
-    master.iterate(0, tasks=(0, 1))
-    inbox.next_iteration()
-    inbox.close_current()
-    master.assign(0, (5, 4))
+    master, inbox = assigned_once_idle()
     {"purge": lambda: master.purge(0), "iterate": lambda: master.iterate(1),
      "stop": master.stop}[after]()
     msg = inbox.next_iteration()

@@ -104,9 +104,6 @@ def mpirun_executable() -> str:
                             "or load an MPI")
 
 
-FLAVOURS = ("openmpi", "mpich", "intel")  # the MPI libraries the launcher knows the flags of
-
-
 @functools.cache
 def mpi_flavour(mpirun: str) -> str:
     """Which library ``mpirun`` starts, from its ``--version``: ``openmpi``, ``mpich`` (Hydra)

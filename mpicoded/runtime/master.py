@@ -149,6 +149,7 @@ class Master:
         self.iteration_timeout = iteration_timeout
         self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe hung
         self.stopped: set[int] = set()  # ranks that acknowledged STOP
+        self.stop_sent = False  # STOP has gone out to every living worker
         self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.log = log  # takes metrics lines: task records, failures, re-codes
@@ -519,7 +520,7 @@ class Master:
 
         Also the way out after a WorkerError: the failed worker is still serving and acks too.
         """
-        self.execute(self.state.stop())
+        self.send_stop()
         for rank in sorted(self.timed_out - self.dead_for_sure()):  # alive, maybe: told too
             try:
                 self.outbox.send(pack_control(), rank, Tag.STOP)
@@ -554,6 +555,12 @@ class Master:
                 pass
         self.drain()
 
+    def send_stop(self) -> None:
+        """STOP to every living worker, once."""
+        if not self.stop_sent:
+            self.stop_sent = True
+            self.execute(self.state.stop())
+
     def drain(self) -> None:
         """Every send out; a rank that died with one pending is dropped."""
         while True:
@@ -566,8 +573,9 @@ class Master:
     def run(self, iterations: int, arrivals_s: Sequence[float] | np.ndarray = (0.0,),
             resume: ckpt.Checkpoint | None = None) -> RunResult:
         """Jobs arriving at ``arrivals_s`` (seconds from the start), served in order, each
-        ``iterations`` iterations from theta = 0 (or from a checkpoint); then STOP. The makespan
-        ends when every worker acknowledged. An idle master waits for the next arrival, still
+        ``iterations`` iterations from theta = 0 (or from a checkpoint); STOP goes out as the
+        last one decodes, before its loss is computed. The makespan ends when every worker
+        acknowledged. An idle master waits for the next arrival, still
         draining late results.
 
         The loss of iteration t's result is computed after iteration t+1 is sent out, while the
@@ -604,6 +612,9 @@ class Master:
                 previous = record
                 self.save_checkpoint(job, it + 1)
             done = time.perf_counter() - start
+            if job == len(arrivals_s) - 1:  # no more work: STOP now, so that a straggler reads
+                self.send_stop()  # it with the last purge (its next burst of CPU, on a quota),
+                # and acknowledges while the last loss is computed here
             if ready is not None and ready[0] is not previous:
                 self.report(*ready)
             loss = self.report(previous, last=True) if previous else self.job.loss(self.theta)

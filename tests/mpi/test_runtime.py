@@ -216,6 +216,37 @@ def test_worker_exception_is_carried_back_with_its_rank():
     assert master.state.acked == set(range(code.n_workers))
 
 
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.timeout(120)
+def test_stop_goes_out_before_the_last_loss_is_computed():
+    """Nothing is left to compute once the last iteration decodes: the workers are told STOP
+    then, and acknowledge while rank 0 computes the final loss (a straggler on a CPU quota
+    reads STOP with the last purge instead of one quota period later)."""
+    from mpicoded.delays import DelayModel
+    from mpicoded.runtime.master import Master
+    from mpicoded.runtime.worker import Worker, receive_setup
+
+    comm = MPI.COMM_WORLD
+    code = make_code("uncoded", comm.size - 1)
+    if comm.rank != 0:
+        Worker(comm, receive_setup(comm), Ridge()).run()
+        return
+    master = Master(comm, code, coded(Ridge(), code), DelayModel())
+    master.place()
+    stop_sent_at = []  # whether STOP had gone out, at each report
+    report = master.report
+
+    def spy(record, last=False, *args):
+        stop_sent_at.append(master.stop_sent)
+        return report(record, last, *args)
+
+    master.report = spy
+    result = master.run(3)
+    assert stop_sent_at == [False, False, True]
+    assert master.state.acked == set(range(code.n_workers))
+    np.testing.assert_allclose(result.theta, reference_theta(Ridge(), code, 3), rtol=1e-9)
+
+
 class BrokenData(Ridge):
     """A bug in the user's data loading, on rank 0 before the run starts."""
 

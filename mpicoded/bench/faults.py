@@ -97,7 +97,7 @@ def trigger(phase: str, iterations: int) -> Callable[[Path, dict[int, int]], boo
                                       for r in records(path))
     if phase == "failover":
         return seen("failover")
-    if phase == "shutdown":  # the last iteration is recorded: STOP goes out next
+    if phase == "shutdown":  # the last iteration is recorded: STOP is out, acks awaited
         return seen("iteration", iteration=iterations - 1)
     raise ValueError(f"unknown phase {phase!r}")
 

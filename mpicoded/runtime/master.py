@@ -148,8 +148,8 @@ class Master:
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
         self.iteration_timeout = iteration_timeout
         self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe hung
-        self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.stop_sent = False  # STOP has gone out to every living worker
+        self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.log = log  # takes metrics lines: task records, failures, re-codes
@@ -575,8 +575,7 @@ class Master:
         """Jobs arriving at ``arrivals_s`` (seconds from the start), served in order, each
         ``iterations`` iterations from theta = 0 (or from a checkpoint); STOP goes out as the
         last one decodes, before its loss is computed. The makespan ends when every worker
-        acknowledged. An idle master waits for the next arrival, still
-        draining late results.
+        acknowledged. An idle master waits for the next arrival, still draining late results.
 
         The loss of iteration t's result is computed after iteration t+1 is sent out, while the
         workers compute, so that bookkeeping never delays them.

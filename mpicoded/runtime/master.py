@@ -292,7 +292,7 @@ class Master:
                 if self.splitter is not None:
                     self.splitter.exclude(w)
 
-    def execute(self, actions: list[Action]) -> None:
+    def execute(self, actions: Sequence[Action]) -> None:
         lost: set[int] = set()
         iterates = [a for a in actions if isinstance(a, SendIterate)]
         if iterates:  # one buffer, theta packed once, sent to every worker of the iteration
@@ -590,6 +590,8 @@ class Master:
             def arrived(a: float = arrival) -> bool:
                 return time.perf_counter() - start >= a
 
+            if not arrived():  # no ITERATE follows the last decode at once: purge now
+                self.execute(self.state.release_purges())
             self.pump(arrived)
             began = time.perf_counter() - start
             resumed = resume is not None and job == first_job

@@ -138,6 +138,7 @@ class MasterState:
     heard: dict[int, int] = field(default_factory=dict)  # worker -> the round it last sent in
     last_sent: dict[int, int] = field(default_factory=dict)  # worker -> last round sent to it
     quiet: frozenset[int] = frozenset()  # partial work: left out of this round (see below)
+    held: list[SendPurge] = field(default_factory=list)  # the last decode's purges, not sent
 
     def __post_init__(self) -> None:
         if self.workers is None:
@@ -155,10 +156,13 @@ class MasterState:
     def start_iteration(self, job: int, iteration: int, now: float,
                         schedule: tuple[tuple[int, ...], ...] | None = None) -> list[Action]:
         """Open (job, iteration): every worker with tasks gets its list (from ``schedule``, by
-        default the code's own)."""
+        default the code's own). The last decode's purges go first, to the workers that get no
+        ITERATE now: for the others the ITERATE supersedes them (one message fewer a round for
+        a straggler that reads a few a burst)."""
         if self.current is not None and not self.current.done:
             raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
                                "is still open: decode it before starting another")
+        held, self.held = [p for p in self.held if p.worker in self._live], []
         schedule = self.code.schedule if schedule is None else schedule
         self.rounds += 1
         self.quiet = self._quiet() if self.partial else frozenset()
@@ -180,8 +184,10 @@ class MasterState:
             lists = {w: tuple(tasks) for w, tasks in cur.lists.items()}
         died = len(self._live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
-            return [Recode(self._dead())]
-        return [SendIterate(w, job, iteration, lists[w], self.epoch) for w in sorted(outstanding)]
+            return [*held, Recode(self._dead())]
+        purges: list[Action] = [p for p in held if p.worker not in outstanding]
+        return purges + [SendIterate(w, job, iteration, lists[w], self.epoch)
+                         for w in sorted(outstanding)]
 
     def _deal(self, orphans: list[int]) -> None:
         """Partial work, a new round: the shares of the workers left out go at once to the
@@ -418,16 +424,17 @@ class MasterState:
         return actions
 
     def _decoded(self, now: float) -> list[Action]:
+        """The iteration is decoded: its record, and a purge held for each worker with work
+        left (``start_iteration``, ``stop`` or ``release_purges`` says where it goes)."""
         cur = self.current
         assert cur is not None
         cur.done = True
         cur.decoded_at = now - cur.started
-        actions: list[Action] = []
         purged = 0
         for w in sorted(cur.outstanding):
             if cur.outstanding[w] and self.purge:
                 purged += len(cur.outstanding[w])
-                actions.append(SendPurge(w, cur.job, cur.iteration, self.epoch))
+                self.held.append(SendPurge(w, cur.job, cur.iteration, self.epoch))
         dec = cur.decoder
         missing = dec.missing_partitions
         record = IterationRecord(
@@ -441,8 +448,13 @@ class MasterState:
         self.totals["purged_tasks"] += purged
         self.totals["iterations"] += 1
         result = dec.result() if dec.values else None
-        actions.append(Decoded(cur.job, cur.iteration, result, missing, record))
-        return actions
+        return [Decoded(cur.job, cur.iteration, result, missing, record)]
+
+    def release_purges(self) -> list[SendPurge]:
+        """The last decode's purges, now: no iteration follows at once (the master waits for
+        the next job to arrive), so nothing else would stop the work they drop."""
+        held, self.held = [p for p in self.held if p.worker in self._live], []
+        return held
 
     def on_worker_failed(self, worker: int) -> list[Action]:
         """A worker died: it gets no more work and its outstanding tasks are lost. If the results
@@ -498,7 +510,8 @@ class MasterState:
                 f"owed by live worker {owed}, dead workers {sorted(self._dead())}")
 
     def stop(self) -> list[Action]:
-        """End of the run: every worker is told to stop."""
+        """End of the run: every worker is told to stop (STOP supersedes the purges held)."""
+        self.held = []
         return [SendStop(w) for w in sorted(self._live)]
 
     def on_stop_ack(self, worker: int) -> None:

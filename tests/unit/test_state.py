@@ -31,15 +31,44 @@ def test_decode_purges_exactly_the_workers_with_work_left(frc6):
     assert state.on_result(0, 0, 0, [0], value(frc6, 0, f), now=1.1) == []
     assert state.on_result(2, 0, 0, [2], value(frc6, 2, f), now=1.2) == []
     actions = state.on_result(5, 0, 0, [5], value(frc6, 5, f), now=1.5)
-    purges = [a for a in actions if isinstance(a, SendPurge)]
-    assert [p.worker for p in purges] == [1, 3, 4]
+    assert [type(a) for a in actions] == [Decoded]  # the purges are held (see below)
+    assert state.release_purges() == [SendPurge(w, 0, 0) for w in (1, 3, 4)]
+    assert state.release_purges() == []  # once
     decoded = actions[-1]
-    assert isinstance(decoded, Decoded)
     assert np.allclose(decoded.result, f.sum(axis=0))
     rec = decoded.record
     assert rec.purged_tasks == 3 and rec.results_received == 3 and rec.results_used == 3
     assert rec.messages == 3 and rec.volume == 3.0 and rec.missing_partitions == 0
     assert rec.wall_s == pytest.approx(0.5)
+
+
+def decoded_with_work_left(code):
+    """A state whose iteration 0 decoded from workers 0, 2 and 5; 1, 3 and 4 still owe."""
+    state = MasterState(code)
+    state.start_iteration(0, 0, now=0.0)
+    for w in (0, 2, 5):
+        actions = state.on_result(w, 0, 0, [w], None, now=0.1)
+    assert isinstance(actions[-1], Decoded)
+    return state
+
+
+def test_the_next_iterate_supersedes_the_purges_held(frc6):
+    """A purge goes only to a worker that gets no ITERATE of the next round (here worker 3,
+    with no tasks in it), first; the others drop what is left when the ITERATE comes."""
+    state = decoded_with_work_left(frc6)
+    schedule = tuple(() if w == 3 else (w,) for w in range(6))
+    actions = state.start_iteration(0, 1, now=1.0, schedule=schedule)
+    assert actions[0] == SendPurge(3, 0, 0)
+    assert [a.worker for a in actions[1:] if isinstance(a, SendIterate)] == [0, 1, 2, 4, 5]
+    assert len(actions) == 6 and state.release_purges() == []
+
+
+def test_stop_supersedes_the_purges_held_and_the_dead_get_none(frc6):
+    state = decoded_with_work_left(frc6)
+    assert state.stop() == [SendStop(w) for w in range(6)] and state.release_purges() == []
+    state = decoded_with_work_left(frc6)
+    state.on_worker_failed(4)
+    assert state.release_purges() == [SendPurge(w, 0, 0) for w in (1, 3)]
 
 
 def test_exactly_one_decode_and_late_results_are_stale(frc6):
@@ -114,6 +143,7 @@ def test_without_purging_nothing_is_purged(frc6):
         state.on_result(w, 0, 0, [w], None, 0.0)
     actions = state.on_result(4, 0, 0, [4], None, 0.0)
     assert [type(a) for a in actions] == [Decoded] and actions[0].record.purged_tasks == 0
+    assert state.release_purges() == []
 
 
 def test_dead_worker_within_tolerance_needs_no_recode(frc6):

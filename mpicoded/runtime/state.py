@@ -312,13 +312,22 @@ class MasterState:
         for o in sorted(owners):
             pending = cur.lists.get(o, [])[cur.reported.get(o, 0):]
             left = self._owed(o)
-            if len(left) == len(pending):
-                continue
-            cur.lists[o], cur.reported[o] = left, 0
-            actions.append(SendAssign(o, cur.job, cur.iteration, tuple(left), self.epoch))
-            if not left:
-                actions += self._hand_over([o])
+            if len(left) != len(pending):
+                actions += self._retell(o, left)
         return actions
+
+    def _retell(self, worker: int, left: list[int], robber: int = -1) -> list[Action]:
+        """Partial work: ``worker``'s list is now ``left`` (what it still owns, in its order).
+        Left with nothing, it is idle: it takes something else over (not back from
+        ``robber``, who has just taken its last), if there is any, and that one ASSIGN tells
+        it both; else it is told its list is empty."""
+        cur = self.current
+        assert cur is not None
+        cur.lists[worker], cur.reported[worker] = left, 0
+        given = [] if left else self._hand_over([worker], robber)
+        if any(isinstance(a, (SendAssign, SendIterate)) and a.worker == worker for a in given):
+            return given
+        return [SendAssign(worker, cur.job, cur.iteration, tuple(left), self.epoch), *given]
 
     def _stand_ins(self, wanted: list[int], thief: int) -> list[tuple[int, int]]:
         """Partial work: (piece, what ``thief`` computes in its place) for those of ``wanted``
@@ -345,7 +354,7 @@ class MasterState:
                     break
         return out
 
-    def _hand_over(self, idle: list[int]) -> list[Action]:
+    def _hand_over(self, idle: list[int], robber: int = -1) -> list[Action]:
         """Partial work: each of ``idle`` that owes nothing more takes over the far half of the
         largest share still owed among the partitions it holds (all of a dead worker's), so a
         slow holder and its helper meet in the middle instead of repeating each other. The half
@@ -354,7 +363,10 @@ class MasterState:
         does not go on into pieces now another's, but once until it reports again: a straggler
         that has not read the last notice would only have more to read before its next STOP
         or ITERATE (at 1.5% of a core, ten notices an iteration took it seconds to get through
-        by the end of a run), and what it computes past its share is dropped as a duplicate."""
+        by the end of a run), and what it computes past its share is dropped as a duplicate.
+        A holder robbed of its last piece is idle too, and takes over in turn (never back
+        from ``robber``): left alone it would wait for the next round while a straggler's
+        share it could compute is still owed."""
         cur = self.current
         assert cur is not None
         actions: list[Action] = []
@@ -371,7 +383,7 @@ class MasterState:
                            if not any(self._stand_ins([t], o) for o in others)]
             pairs, victim = covered, -1
             if not pairs and thief in cur.sent:
-                for other in sorted(self._live - {thief}):
+                for other in sorted(self._live - {thief, robber}):
                     owed = self._stand_ins(self._owed(other), thief)
                     if len(owed) > len(pairs):
                         pairs, victim = owed, other
@@ -383,11 +395,11 @@ class MasterState:
             actions.append(self._give(thief, [q for _, q in pairs]))
             if victim >= 0:
                 left = self._owed(victim)  # what is still its own, in its order
-                cur.lists[victim], cur.reported[victim] = left, 0
-                if victim not in cur.told:
+                if victim in cur.told:  # not told again until it reports
+                    cur.lists[victim], cur.reported[victim] = left, 0
+                else:
                     cur.told.add(victim)
-                    actions.append(SendAssign(victim, cur.job, cur.iteration, tuple(left),
-                                              self.epoch))
+                    actions += self._retell(victim, left, robber=thief)
         return actions
 
     def _give(self, worker: int, taken: list[int]) -> SendAssign | SendIterate:

@@ -366,3 +366,39 @@ def test_describe_names_the_pieces_still_needed_and_whom_they_wait_on():
     assert state.describe() == (
         f"epoch 0, job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
         f" pieces in, still needed by owner {needed} (-1: nobody's), dead workers []")
+
+
+def test_a_holder_robbed_of_its_last_piece_takes_over_a_stragglers_share():
+    """ucmmc load 2 (worker w holds partitions w and w + 1): worker 0 slow. Worker 5 takes the
+    far half of worker 4's share of partition 5 and worker 4, done with the rest, takes that
+    piece back from it (the last piece a holder owes goes to the idle one). Worker 5, idle
+    again, takes over worker 0's piece of partition 0, which nobody else can compute, in the
+    same ASSIGN (it is not told an empty list first, nor left to wait for the next round)."""
+    code = make_code("ucmmc", 6, load=2)
+    part = partial_code(code, [1000] * 6, 250)
+    vals, each = values_of(part, np.random.default_rng(5))
+    key = [p.key for p in part.params["pieces"]]
+    state = MasterState(part)
+    state.start_iteration(0, 0, 0.0)
+
+    def send(w, tasks, now):
+        return state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], now)
+
+    s0, s4, s5 = (list(part.schedule[w]) for w in (0, 4, 5))
+    assert [key[t] for t in s0] == [0, 0, 1, 1] and [key[t] for t in s5] == [0, 0, 5, 5]
+    assert send(0, s0[:1], 1.0) == []  # worker 0 sends one piece of partition 0, then no more
+    send(3, part.schedule[3], 1.0)  # it takes a piece of partition 3 from worker 2
+    taken = send(5, s5, 1.1)  # worker 4 owes two pieces of partition 5, worker 0 one of 0
+    far = [t for t in s4 if key[t] == 5][-1]
+    assert taken[0] == SendAssign(5, 0, 0, (far,)) and taken[1].worker == 4
+    back = send(4, taken[1].tasks, 1.2)
+    assert back == [SendAssign(4, 0, 0, (far,)), SendAssign(5, 0, 0, (s0[1],)),
+                    SendAssign(0, 0, 0, tuple(s0[2:]))]  # worker 0 is told what is left
+    actions = send(5, [s0[1]], 1.3) + send(4, [far], 1.3)
+    for w in (1, 2):
+        actions += send(w, part.schedule[w], 1.4)
+    while not any(isinstance(a, Decoded) for a in actions):  # and so on, to the decode
+        assigned = [a for a in actions if isinstance(a, SendAssign) and a.worker != 0]
+        actions = [b for a in assigned for b in send(a.worker, a.tasks, 1.5)]
+    decoded = next(a for a in actions if isinstance(a, Decoded))
+    assert np.allclose(decoded.result, each, rtol=1e-12)  # ucmmc's target: each partition

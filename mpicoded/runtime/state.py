@@ -162,7 +162,7 @@ class MasterState:
         if self.current is not None and not self.current.done:
             raise RuntimeError(f"iteration {self.current.iteration} of job {self.current.job} "
                                "is still open: decode it before starting another")
-        held, self.held = [p for p in self.held if p.worker in self._live], []
+        held = self.release_purges()
         schedule = self.code.schedule if schedule is None else schedule
         self.rounds += 1
         self.quiet = self._quiet() if self.partial else frozenset()

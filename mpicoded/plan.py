@@ -25,7 +25,6 @@ from .codes import Code, available_codes, code_parameters, make_code
 from .dashboard import missing_extra
 from .delays import DELAY_MODELS, DelayModel, load_profile
 from .jobs import Coded, MatVecJob, coded
-from .jobs.coded import CodedGradient
 from .stream import poisson_arrivals
 
 
@@ -117,9 +116,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "send them as they are done, so a straggler's finished rows count and its "
                    "replicas cover the rest; every row is counted once. A matrix-vector job: "
                    "row ranges of the coded blocks, each range decoded on its own, idle workers "
-                   "standing in for a straggler's ranges with their own blocks (mds). Default "
-                   "auto: on for spread, and frc or gfrc with --stragglers 2 or more (measured "
-                   "faster than static there), where the job allows it; off for the others")
+                   "standing in for a straggler's ranges with their own blocks (mds) or taking "
+                   "over its ranges of the blocks they share (spread: plain row blocks on s+1 "
+                   "workers). Default auto: on for spread, and frc or gfrc with --stragglers 2 "
+                   "or more (measured faster than static there), where the job allows it; off "
+                   "for the others")
     g.add_argument("--no-purge", action="store_true",
                    help="never purge: workers finish every task, however stale (how public peers "
                    "behave; for comparison only)")
@@ -354,10 +355,11 @@ def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: flo
 
 
 def partial_by_default(code: Code) -> bool:
-    """Whether ``--partial auto`` turns partial work on: spread (made for it), and frc or
-    gfrc with s >= 2, where ``bench straggler-tax`` found it faster than the static code with
-    no straggler, one fixed, one moving and two fixed, in each of three runs. Not for s = 1
-    (no faster under a moving straggler or two fixed) nor codes not measured."""
+    """Whether ``--partial auto`` turns partial work on: spread (made for it, on a gradient
+    or a matrix-vector job), and frc or gfrc with s >= 2, where ``bench straggler-tax`` found
+    it faster than the static code with no straggler, one fixed, one moving and two fixed, in
+    each of three runs. Not for s = 1 (no faster under a moving straggler or two fixed) nor
+    codes not measured (mds and sparse ranges lose to the static code on PageRank)."""
     if code.name == "spread":
         return True
     return code.name in ("frc", "gfrc") and int(code.params.get("stragglers", 0)) >= 2
@@ -459,7 +461,7 @@ def plan_run(user_job: object, args: argparse.Namespace, n_workers: int,
 
         if args.partial == "auto":  # on where the bench finds it never loses, if the job
             args.partial = "off"  # allows it
-            if partial_by_default(code) and splitter is None and isinstance(job, CodedGradient):
+            if partial_by_default(code) and splitter is None:
                 with contextlib.suppress(ValueError):
                     cut(job)
                     args.partial = "on"

@@ -205,13 +205,41 @@ class RangeDecoder(Decoder):
         return out
 
 
+def grid_step(code: Code) -> int:
+    """What ``range_code``'s number of ranges must be a multiple of for the holders' shares to
+    tile the grid: the holders of a block under a repetition code (every task one partition,
+    each on as many workers: a block's holders then split its ranges in equal runs, each range
+    computed once), else the tasks (an MDS code's blocks start a share apart round the grid,
+    each range computed by as many blocks as the code needs)."""
+    counts = {len(h) for h in _task_holders(code)}
+    return counts.pop() if _repetition(code) and len(counts) == 1 else code.n_tasks
+
+
+def _repetition(code: Code) -> bool:
+    """Whether every task is one partition, each partition one task (its copies are the
+    workers holding it): no task can stand in for another."""
+    return (code.n_tasks == code.n_partitions
+            and bool((np.count_nonzero(code.B, axis=1) == 1).all()))
+
+
+def _task_holders(code: Code) -> list[list[int]]:
+    """_task_holders(code)[t]: the workers whose schedule lists task t, in worker order."""
+    held: list[list[int]] = [[] for _ in range(code.n_tasks)]
+    for w, tasks in enumerate(code.schedule):
+        for t in dict.fromkeys(tasks):
+            held[t].append(w)
+    return held
+
+
 def range_code(code: Code, height: int, ranges: int) -> Code:
     """``code``'s coded blocks (``height`` rows each) cut into ``ranges`` row ranges: piece
     key * ranges + r is range r of block (task) key. Holder i of a block starts at slot
     i * n_tasks + key of the holders' slots, spread evenly round the grid (a block's holders
     apart by ranges / holders when every block has as many), and its share (its list) is as many ranges
     as the code needs (n_partitions of every range's holders): with no straggler each range is
-    computed as often as the code needs. ValueError if ``code`` decodes a sum (pieces of a
+    computed as often as the code needs. Another block's piece of a range may stand in for a
+    straggler's (``stand_ins``) unless the code is a repetition, whose every block is needed.
+    ValueError if ``code`` decodes a sum (pieces of a
     task's value are only defined for row-aligned results) or a task has no holder."""
     if code.target != "each":
         raise ValueError(f"row ranges of coded blocks need a code whose target is 'each'; "
@@ -220,10 +248,7 @@ def range_code(code: Code, height: int, ranges: int) -> Code:
     m = check_int("ranges", ranges, 1, height)
     edges = np.linspace(0, height, m + 1).round().astype(int)
     grid = tuple((int(edges[r]), int(edges[r + 1])) for r in range(m))
-    held: list[list[int]] = [[] for _ in range(code.n_tasks)]
-    for w, tasks in enumerate(code.schedule):
-        for t in dict.fromkeys(tasks):
-            held[t].append(w)
+    held = _task_holders(code)
     if not all(held):
         raise ValueError(f"{code.name}: task {held.index([])} is in no worker's schedule")
     slots = sum(len(h) for h in held)
@@ -238,6 +263,7 @@ def range_code(code: Code, height: int, ranges: int) -> Code:
     B = np.repeat(code.B, m, axis=0)
     holds = tuple(frozenset(tasks) for tasks in code.schedule)
     params = {**code.params, "pieces": pieces, "holds": holds, "of": code.name, "base": code,
-              "ranges": grid, "value_size": max(stop - start for start, stop in grid)}
+              "ranges": grid, "value_size": max(stop - start for start, stop in grid),
+              "stand_ins": not _repetition(code)}
     return Code(f"{code.name} partial", B, tuple(map(tuple, primary)), code.target,
                 RangeDecoder, params)

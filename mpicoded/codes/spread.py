@@ -9,9 +9,12 @@ workers: each worker holds C(n-1, s) of them, the same (s+1)/n of the data as GF
 one with every other set of s workers. One slow worker's pieces then go to the n - 1 others,
 about 1/(n-1) of its share each: a tax of n/(n-1), the limit. Each task is one partition
 (B = identity) and the target their sum, so any s stragglers leave every partition a holder.
-Worker w runs its partitions in the order of the others' cyclic offsets from w, which puts a
-pair's shared partition early in one worker's list and late in the other's: statically, with
-no straggler, the holders together cover each partition about once before purged. C(n, s+1)
+A matrix-vector job takes it with target 'each': its blocks are the partitions' own rows,
+so, unlike MDS, whose every block sums K partitions (K times the non-zeros of a sparse
+matrix), a task costs what a partition does. Worker w runs its partitions in the order of
+the others' cyclic offsets from w, which puts a pair's shared partition early in one
+worker's list and late in the other's: statically, with no straggler, the holders together
+cover each partition about once before purged. C(n, s+1)
 grows fast; past MAX_PARTITIONS the partitions are the cyclic sets {j, j+d, ..., j+s*d} of a
 few steps d, so a straggler's pieces go to about 2 s per step workers instead of all.
 """
@@ -23,7 +26,7 @@ from math import comb
 
 import numpy as np
 
-from ._base import Code, check_int
+from ._base import Code, check_int, check_target
 from .decoders import PeelingDecoder
 
 MAX_PARTITIONS = 40  # beyond this, a partition's pieces cost more than spreading saves: on 20
@@ -55,10 +58,12 @@ def _stepped(n: int, s: int, budget: int) -> tuple[list[tuple[int, ...]], list[i
     return out, steps
 
 
-def make_spread(n_workers: int, stragglers: int = 1) -> Code:
+def make_spread(n_workers: int, stragglers: int = 1, target: str = "sum") -> Code:
     """Spread repetition for ``n_workers`` workers and ``stragglers`` s: C(n, s+1) partitions,
     one for each set of s+1 workers, or, where that is more than MAX_PARTITIONS, the cyclic
-    sets of a few steps (``_stepped``): every partition still on s+1 workers."""
+    sets of a few steps (``_stepped``): every partition still on s+1 workers. ``target``
+    'sum' (a gradient) or 'each' (a matrix-vector job: each partition's rows held as they are
+    by s+1 workers, a repetition code on the data that adds no non-zeros)."""
     n = check_int("n_workers", n_workers, 1)
     s = check_int("stragglers", stragglers, 0, n - 1)
     steps: list[int] = []
@@ -72,6 +77,6 @@ def make_spread(n_workers: int, stragglers: int = 1) -> Code:
         mine = [j for j, members in enumerate(subsets) if w in members]
         mine.sort(key=lambda j: (sum((v - w) % n for v in subsets[j]), subsets[j]))
         schedule.append(tuple(mine))
-    return Code("spread", np.eye(k), tuple(schedule), "sum", PeelingDecoder,
+    return Code("spread", np.eye(k), tuple(schedule), check_target(target), PeelingDecoder,
                 {"stragglers": s, "partitions": k, "subsets": tuple(subsets),
                  "steps": tuple(steps)})

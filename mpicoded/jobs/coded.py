@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..codes import Code
-from ..codes.partial import holders, partial_code, range_code
+from ..codes.partial import grid_step, holders, partial_code, range_code
 from .kinds import AnyJob, GradientJob, MatVecJob, overrides
 from .task import Block, Kernel, Terms, default_chunk_rows, run_task
 
@@ -549,14 +549,14 @@ class CodedMatVec(DataCoded, Coded):
 
     def pieces(self, chunk_rows: int, fit: bool = False) -> Code:
         """Every coded block cut on one grid of row ranges of at most ``chunk_rows`` rows
-        (``range_code``); ``fit``: at least one range a task, in a multiple of the tasks, so
-        that the holders' offsets spread evenly round the grid."""
+        (``range_code``); ``fit``: as many ranges as it takes for the holders' shares to tile
+        the grid (``grid_step``), or a multiple of that."""
         if chunk_rows < 1:
             raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
         ranges = -(-self.result_size // chunk_rows)
         if fit:
-            n = self.code.n_tasks
-            ranges = min(self.result_size, n * -(-ranges // n))
+            step = grid_step(self.code)
+            ranges = min(self.result_size, step * -(-ranges // step))
         return range_code(self.code, self.result_size, ranges)
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:

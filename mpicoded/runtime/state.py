@@ -333,12 +333,13 @@ class MasterState:
         """Partial work: (piece, what ``thief`` computes in its place) for those of ``wanted``
         it can cover: the piece itself if it holds its block; under ranges of coded blocks
         (an MDS code decodes a range from any tasks that are enough), its own block's piece of
-        the same range, if nobody has that one yet; one stand-in a piece."""
+        the same range, if nobody has that one yet, unless the code is a repetition (every
+        block needed: the piece replaced would be left to nobody); one stand-in a piece."""
         cur = self.current
         assert cur is not None
-        pieces, mine = self.code.params["pieces"], self.code.params["holds"][thief]
-        ranges = self.code.params.get("ranges")
-        m = len(ranges) if ranges is not None else 0
+        params = self.code.params
+        pieces, mine = params["pieces"], params["holds"][thief]
+        m = len(params["ranges"]) if params.get("stand_ins") else 0
         out: list[tuple[int, int]] = []
         chosen: set[int] = set()
         for t in wanted:

@@ -367,6 +367,31 @@ def test_pagerank_partial_work_stands_in_for_a_straggler_and_equals_serial(tmp_p
     assert 1 <= used.count(1) < 8 * 5 / 2, used.count(1)
 
 
+def test_pagerank_under_spread_shares_a_stragglers_ranges_and_equals_serial(tmp_path):
+    """PageRank under spread s=2 (plain row blocks, each on 3 of 6 workers) with --partial on
+    (the default for it), rank 2 sleeping 5x per piece: every row of every block is used once
+    an iteration, most of the straggler's share computed by the other holders of its blocks;
+    x is the serial power iteration within 1e-9."""
+    from mpicoded.jobs.pagerank import PageRank
+
+    _, run, _ = trained(tmp_path, 7, "--job", "pagerank", "--nodes", "900", "--code", "spread",
+                        "--stragglers", "2", "--chunk-rows", "15", "--delay", "persistent",
+                        "--task-time", "0.03", "--slow-workers", "2", "--slow-factor", "5",
+                        "--iterations", "8", "--quiet")
+    assert run["config"]["partial"] == "on" and run["code"]["name"] == "spread"
+    job = PageRank(nodes=900)
+    A, x = job.matrix(), job.start()
+    for _ in range(8):
+        x = job.step(x, A @ x)
+    assert np.linalg.norm(np.array(run["final_theta"]) - x) <= 1e-9 * np.linalg.norm(x)
+    rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    used = [r["worker"] for r in rows if r["record"] == "task" and r["outcome"] == "used"]
+    pieces = 20 * 3  # C(6, 3) blocks of 45 rows, 3 ranges of 15 each
+    assert len(used) == 8 * pieces  # every piece of every iteration, once
+    share = pieces // 6  # a worker's share: 10 blocks, one range each
+    assert used.count(1) < 8 * share / 2, used.count(1)
+
+
 def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     """--throttle (root, cgroups): rank 2 at 5% of a core, nothing injected; partial gfrc s=2
     ends with the static run's theta (the same sum, in another order)."""

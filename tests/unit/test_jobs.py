@@ -189,7 +189,8 @@ def serial_pagerank(user, iterations):
 
 @pytest.mark.parametrize(("codename", "params"), [
     ("mds", {"stragglers": 2}), ("sparse", {"partitions": 6, "target": "each"}),
-    ("uncoded", {"target": "each"}), ("cpgc", {"load": 2})])
+    ("uncoded", {"target": "each"}), ("cpgc", {"load": 2}),
+    ("spread", {"stragglers": 2, "target": "each"})])
 def test_pagerank_matches_a_serial_power_iteration(codename, params):
     user = PageRank(nodes=500, seed=3)
     job = coded(user, make_code(codename, 6, **params))
@@ -211,6 +212,9 @@ def test_sparse_stays_sparse_and_mds_fills_in():
     m_coded, _ = mds.entries()
     assert s_coded.mean() <= 3 * plain * 1.01  # degree 3: three partitions a row
     assert m_coded.mean() > 4 * plain  # any 5 of 6: a block mixes all 5 partitions
+    spread = coded(user, make_code("spread", 6, stragglers=2, target="each"))
+    r_coded, r_plain = spread.entries()
+    assert r_coded.mean() == pytest.approx(r_plain)  # repetition: a block is a partition
 
 
 def test_a_sum_code_is_refused_for_a_matvec_job():

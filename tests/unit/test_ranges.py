@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mpicoded.codes import make_code
-from mpicoded.codes.partial import RangeDecoder, piece_cost, range_code
+from mpicoded.codes.partial import RangeDecoder, grid_step, piece_cost, range_code
 from mpicoded.delays import DelayModel
 from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign, SendIterate
 from mpicoded.sim import Simulator
@@ -54,6 +54,30 @@ def test_the_shares_cover_every_range_as_often_as_the_code_needs(name, params, r
     if ranges % code.n_tasks == 0:
         assert (cover == code.n_partitions).all(), cover
     assert piece_cost(part).reshape(code.n_tasks, ranges).sum(axis=1) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("stragglers", "multiple"), [(1, 1), (1, 3), (2, 1), (2, 2)])
+def test_a_repetition_codes_holders_split_each_block_once(stragglers, multiple):
+    """spread with target each (a matrix-vector job's blocks held as they are by s+1 workers):
+    the grid is a multiple of the s+1 holders, and the holders of a block split its ranges in
+    runs, so with no straggler every row of every block is computed exactly once."""
+    code = make_code("spread", 6, stragglers=stragglers, target="each")
+    assert grid_step(code) == stragglers + 1
+    ranges = multiple * grid_step(code)
+    part = range_code(code, HEIGHT, ranges)
+    shares = [t for share in part.schedule for t in share]
+    assert sorted(shares) == list(range(part.n_tasks))  # every piece once, none twice
+    pieces = part.params["pieces"]
+    for w, share in enumerate(part.schedule):
+        assert all(pieces[t].key in code.schedule[w] for t in share)
+        assert len(share) == len(code.schedule[w]) * multiple
+
+
+def test_the_grid_step_of_codes_that_are_not_repetitions_is_their_tasks():
+    for name, params in (("mds", {"stragglers": 1}), ("cpgc", {"load": 2}),
+                         ("uncoded", {"target": "each"})):
+        code = make_code(name, 6, **params)
+        assert grid_step(code) == (1 if name == "uncoded" else code.n_tasks), name
 
 
 def test_a_sum_target_and_a_tolerance_are_refused():
@@ -144,6 +168,56 @@ def test_idle_workers_stand_in_for_a_stragglers_ranges_with_their_own_blocks():
     assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
 
 
+def test_a_stragglers_ranges_go_to_the_other_holders_of_its_blocks():
+    """spread s=2, target each, on 6 workers, worker 2 silent: every piece of its share is
+    handed to another holder of the same block (repetition: no block stands in for another)
+    and used, and the decode is every partition's rows exactly."""
+    code = make_code("spread", 6, stragglers=2, target="each")
+    part = range_code(code, HEIGHT, 2 * grid_step(code))
+    Y, coded = blocks_of(code, np.random.default_rng(4))
+    vals = piece_values(part, coded)
+    state = MasterState(part)
+    decoded, assigned = run_round(state, part, vals, silent=(2,))
+    pieces = part.params["pieces"]
+    handed = {t for w, tasks in assigned if w != 2 for t in tasks}
+    assert set(part.schedule[2]) <= handed & state.current.decoder.used
+    for w, tasks in assigned:
+        assert all(pieces[t].key in code.schedule[w] for t in tasks)
+    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("quiet", [(1,), (1, 4)])
+def test_a_repetition_codes_quiet_workers_shares_go_to_holders_of_the_same_blocks(quiet):
+    """spread s=2, target each, workers left out of the round (quiet for rounds): their
+    shares are dealt to the other holders of the same blocks, never stood in for with another
+    block's piece of the range (under repetition that piece is needed as well, and the one it
+    replaced would be left to nobody: the round hung so on PageRank with two stragglers)."""
+    code = make_code("spread", 6, stragglers=2, target="each")
+    part = range_code(code, HEIGHT, grid_step(code))
+    Y, coded = blocks_of(code, np.random.default_rng(5))
+    vals = piece_values(part, coded)
+
+    def after_silence():
+        state = MasterState(part, rounds=10)
+        state.heard = {w: 0 if w in quiet else 10 for w in range(6)}
+        state.last_sent = dict.fromkeys(range(6), 10)
+        return state
+
+    state = after_silence()
+    lists = state.start_iteration(0, 0, 0.0)
+    assert state.quiet == frozenset(quiet)
+    pieces = part.params["pieces"]
+    for a in lists:
+        assert all(pieces[t].key in code.schedule[a.worker] for t in a.tasks)
+    owners = state.current.owner
+    assert all(owners[t] not in quiet and owners[t] >= 0 for t in range(part.n_tasks)), {
+        t: w for t, w in owners.items() if w in quiet or w < 0}  # every piece someone's
+    decoded, assigned = run_round(after_silence(), part, vals, silent=quiet)
+    for w, tasks in assigned:
+        assert all(pieces[t].key in code.schedule[w] for t in tasks)
+    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+
+
 def test_a_dead_workers_ranges_are_stood_in_for_and_too_many_deaths_re_code():
     code = make_code("mds", 6, stragglers=1)
     part = range_code(code, HEIGHT, 6)
@@ -209,3 +283,20 @@ def test_the_simulator_runs_a_range_code_near_the_no_straggler_time():
     with_straggler = Simulator(part, slow, cost).run(5).mean("wall_s")
     assert share < with_straggler <= 1.0 and with_straggler < Simulator(
         code, slow, np.ones(6)).run(5).mean("wall_s")
+
+
+def test_the_simulator_runs_spread_ranges_at_the_no_straggler_time():
+    """spread s=1, target each, 6 workers, persistent delays: cut in ranges, nobody slow
+    costs the data once (15 blocks of one unit over 6 workers: 2.5 each), less than the static
+    code, whose holders repeat each other; one 20x straggler costs about its share spread
+    over the five others."""
+    code = make_code("spread", 6, stragglers=1, target="each")
+    part = range_code(code, 600, 2 * grid_step(code))
+    cost = piece_cost(part)
+    none = DelayModel("persistent", seed=0, task_time=1.0)
+    slow = DelayModel("persistent", seed=0, task_time=1.0, slow=frozenset({1}), slow_factor=20)
+    ranged = Simulator(part, none, cost).run(5).mean("wall_s")
+    assert ranged == pytest.approx(code.n_partitions / code.n_workers)
+    assert ranged < Simulator(code, none, np.ones(code.n_tasks)).run(5).mean("wall_s")
+    with_straggler = Simulator(part, slow, cost).run(5).mean("wall_s")
+    assert ranged < with_straggler <= 1.3 * ranged

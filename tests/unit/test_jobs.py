@@ -483,3 +483,23 @@ def test_a_subclass_redefining_compute_is_not_given_its_parents_fused_gradient()
     block = user.blocks(3)[0]
     assert np.allclose(value[:-1], 2.0 * LogReg.compute(user, block, theta), rtol=1e-12)
     assert value[-1] == pytest.approx(user.block_loss(block, theta), rel=1e-12)
+
+
+@pytest.mark.parametrize(("start", "stop"), [(0, 7), (3, 11), (5, 40), (12, 12)])
+def test_a_csr_matrixs_rows_are_taken_without_copying_its_entries(start, stop):
+    """take_rows of a CSR matrix: the same rows as scipy's slice (clipped at the end), over
+    the matrix's own data and indices; arrays and other formats slice as numpy and scipy do."""
+    from mpicoded.jobs.coded import take_rows
+
+    M = sp.random(20, 9, density=0.4, format="csr", random_state=1)
+    got = take_rows(M, start, stop)
+    assert sp.isspmatrix_csr(got) and got.shape == M[start:stop].shape
+    assert (got != M[start:stop]).nnz == 0
+    if got.nnz:
+        assert np.shares_memory(got.data, M.data) and np.shares_memory(got.indices, M.indices)
+    X, y = np.arange(60.0).reshape(20, 3), np.arange(20.0)
+    Xs, ys = take_rows((X, y), start, stop)
+    assert np.array_equal(Xs, X[start:stop]) and np.array_equal(ys, y[start:stop])
+    assert np.shares_memory(Xs, X) or not len(Xs)
+    C = M.tocsc()
+    assert (take_rows(C, start, stop) != C[start:stop]).nnz == 0

@@ -58,7 +58,7 @@ from .paper001 import bench_paper001
 from .real import bench_real_stragglers
 from .runtime import OVERHEAD_SIZES, bench_overhead, bench_purge, parse_sizes
 from .simscale import bench_sim_scale
-from .tax import ROWS_A_WORKER, bench_straggler_tax
+from .tax import PAGERANK_NODES, ROWS_A_WORKER, bench_straggler_tax
 
 SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "purge": bench_purge,
@@ -137,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                    "straggler's share of what the others get; default 0.05")
     p.add_argument("--large-fraction", type=float, default=0.25,
                    help="real-stragglers: CPU quota of the 4 slow ranks among 21; default 0.25")
-    p.add_argument("--nodes", type=int, default=120000,
-                   help="pagerank: nodes of the synthetic graph (about 10 edges each); default "
-                   "120000 (about 1.08 million edges)")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="pagerank, straggler-tax --job pagerank: nodes of the synthetic graph "
+                   f"(about 9 edges each); default 120000 (about 1.08 million edges), "
+                   f"{PAGERANK_NODES} for straggler-tax")
     p.add_argument("--wait", default="auto",
                    help="dispatch, overhead: mpicoded's --wait modes to measure, comma-separated "
                    "(e.g. sleep,yield,spin); default auto")
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--repeats {args.repeats} is out of range: allowed >= 1")
     if args.iterations is None:
         args.iterations = DEFAULT_ITERATIONS.get(args.scenario, 0)
+    if args.nodes is None:
+        args.nodes = PAGERANK_NODES if args.scenario == "straggler-tax" else 120000
     if args.samples is None:
         args.samples = (ROWS_A_WORKER * (args.ranks - 1) if args.scenario == "straggler-tax"
                         else DEFAULT_SAMPLES.get(args.scenario, 0))

@@ -42,6 +42,10 @@ PAGERANK_SCHEMES: dict[str, list[str]] = {  # a matrix-vector job: codes whose t
     "mds s=2 partial": ["--code", "mds", "--stragglers", "2", "--partial", "on"],
     "sparse": ["--code", "sparse"],  # coded blocks of a few partitions each, not all K
     "sparse partial": ["--code", "sparse", "--partial", "on"],
+    # plain blocks on s+1 workers each: no non-zeros added, a straggler's ranges to the others
+    "spread s=2": ["--code", "spread", "--stragglers", "2", "--partial", "off"],
+    "spread s=1 partial": ["--code", "spread", "--stragglers", "1", "--partial", "on"],
+    "spread s=2 partial": ["--code", "spread", "--stragglers", "2", "--partial", "on"],
 }
 JOB_SCHEMES = {"logreg": SCHEMES, "pagerank": PAGERANK_SCHEMES}
 MOVE_PERIOD_S = 0.4
@@ -49,6 +53,10 @@ MOVE_PERIOD_S = 0.4
 # on 20 workers at 0.05 of a core an iteration took 70 ms, and a straggler at 5% of that runs 1
 # ms every 400 ms (the kernel's shortest quota, 1 ms): its bursts set the pace, not its speed
 ROWS_A_WORKER = 40000
+# PageRank's nodes by default (9 million edges): with 120000 uncoded took 5.5 ms an iteration,
+# 0.2 s in all, so a straggler moving every 0.4 s never moved and a quota period of the
+# straggler (67 ms on 7 ranks) weighed as much as ten iterations; with 10^6, 72 ms and 2.4 s
+PAGERANK_NODES = 1_000_000
 BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from run to run
 
 

@@ -516,8 +516,8 @@ class CodedMatVec(DataCoded, Coded):
     def __init__(self, job: MatVecJob, code: Code) -> None:
         if code.target != "each":
             raise ValueError(f"{job_name(job)} is a MatVecJob: it needs a code whose target is "
-                             f"'each' (mds, cpgc, ucmmc, mcc; sparse or uncoded with target each); "
-                             f"{code.name} decodes a sum")
+                             "'each' (mds, cpgc, ucmmc, mcc; sparse, spread or uncoded with "
+                             f"target each); {code.name} decodes a sum")
         super().__init__(job, code)
         A: Any = job.matrix()  # numpy or scipy.sparse (untyped): the code below asks self.sparse
         if A.ndim != 2:

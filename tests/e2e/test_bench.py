@@ -167,7 +167,8 @@ def test_straggler_tax_bench_runs(tmp_path):
 
 def test_straggler_tax_bench_runs_pagerank(tmp_path):
     """bench straggler-tax --job pagerank on a tiny graph (root, cgroups): uncoded and partial
-    mds run, the partial run counts the coded blocks' rows it computed against the matrix's."""
+    mds and spread run, the partial runs count the blocks' rows they computed against the
+    matrix's."""
     from mpicoded.throttle import ThrottleError, find_controller
 
     try:
@@ -176,16 +177,19 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
         pytest.skip(f"needs root and cgroups: {exc}")
     done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "straggler-tax", "--job",
                            "pagerank", "--nodes", "3000", "--iterations", "3", "--schemes",
-                           "uncoded,mds s=1 partial", "--patterns", "none", "--settings",
+                           "uncoded,mds s=1 partial,spread s=2 partial", "--patterns", "none",
+                           "--settings",
                            "capped", "--cap", "0.5", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=600, env=mpi_env())
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads((tmp_path / "straggler-tax.json").read_text())
     assert result["settings"]["job"] == "pagerank"
     runs = result["capped"]
-    assert set(runs) == {"uncoded | none", "mds s=1 partial | none"}
+    assert set(runs) == {"uncoded | none", "mds s=1 partial | none",
+                         "spread s=2 partial | none"}
     assert runs["uncoded | none"]["rows_over_data"] == 1.0
     assert 0.8 <= runs["mds s=1 partial | none"]["rows_over_data"] <= 1.2
+    assert 1.0 <= runs["spread s=2 partial | none"]["rows_over_data"] <= 1.2
 
 
 def test_ddp_bench_runs(tmp_path):

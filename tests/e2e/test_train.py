@@ -343,26 +343,33 @@ def test_spread_shares_a_stragglers_rows_among_all_the_others(tmp_path):
     assert used[1] < min(fast) and max(fast) <= 1.25 * min(fast), used
 
 
-def test_pagerank_partial_work_stands_in_for_a_straggler_and_equals_serial(tmp_path):
-    """PageRank under mds s=1 with --partial on, 6 ranges of 30 rows a coded block, rank 2
-    sleeping 5x per piece: every range of every iteration is decoded from five pieces; some of
-    the straggler's count (its first arrive in time) but far from its whole share of five: the
-    others stand in for its ranges with their own blocks. x is the serial power iteration
-    within 1e-9."""
+def pagerank_beside_a_straggler(tmp_path, *flags):
+    """PageRank of 900 nodes on 7 ranks under ``flags``, rank 2 sleeping 5x per piece, 8
+    iterations: x is checked against the serial power iteration (1e-9); the run record and
+    the worker of every task record used."""
     from mpicoded.jobs.pagerank import PageRank
 
-    _, run, _ = trained(tmp_path, 7, "--job", "pagerank", "--nodes", "900", "--code", "mds",
-                        "--stragglers", "1", "--partial", "on", "--chunk-rows", "30",
+    _, run, _ = trained(tmp_path, 7, "--job", "pagerank", "--nodes", "900", *flags,
                         "--delay", "persistent", "--task-time", "0.03", "--slow-workers", "2",
                         "--slow-factor", "5", "--iterations", "8", "--quiet")
-    assert run["config"]["partial"] == "on" and run["code"]["name"] == "mds"
     job = PageRank(nodes=900)
     A, x = job.matrix(), job.start()
     for _ in range(8):
         x = job.step(x, A @ x)
     assert np.linalg.norm(np.array(run["final_theta"]) - x) <= 1e-9 * np.linalg.norm(x)
     rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
-    used = [r["worker"] for r in rows if r["record"] == "task" and r["outcome"] == "used"]
+    return run, [r["worker"] for r in rows if r["record"] == "task" and r["outcome"] == "used"]
+
+
+def test_pagerank_partial_work_stands_in_for_a_straggler_and_equals_serial(tmp_path):
+    """PageRank under mds s=1 with --partial on, 6 ranges of 30 rows a coded block, rank 2
+    sleeping 5x per piece: every range of every iteration is decoded from five pieces; some of
+    the straggler's count (its first arrive in time) but far from its whole share of five: the
+    others stand in for its ranges with their own blocks. x is the serial power iteration
+    within 1e-9."""
+    run, used = pagerank_beside_a_straggler(tmp_path, "--code", "mds", "--stragglers", "1",
+                                            "--partial", "on", "--chunk-rows", "30")
+    assert run["config"]["partial"] == "on" and run["code"]["name"] == "mds"
     assert len(used) == 8 * 6 * 5  # 8 iterations, 6 ranges, 5 tasks a range
     assert 1 <= used.count(1) < 8 * 5 / 2, used.count(1)
 
@@ -372,20 +379,9 @@ def test_pagerank_under_spread_shares_a_stragglers_ranges_and_equals_serial(tmp_
     (the default for it), rank 2 sleeping 5x per piece: every row of every block is used once
     an iteration, most of the straggler's share computed by the other holders of its blocks;
     x is the serial power iteration within 1e-9."""
-    from mpicoded.jobs.pagerank import PageRank
-
-    _, run, _ = trained(tmp_path, 7, "--job", "pagerank", "--nodes", "900", "--code", "spread",
-                        "--stragglers", "2", "--chunk-rows", "15", "--delay", "persistent",
-                        "--task-time", "0.03", "--slow-workers", "2", "--slow-factor", "5",
-                        "--iterations", "8", "--quiet")
+    run, used = pagerank_beside_a_straggler(tmp_path, "--code", "spread", "--stragglers", "2",
+                                            "--chunk-rows", "15")
     assert run["config"]["partial"] == "on" and run["code"]["name"] == "spread"
-    job = PageRank(nodes=900)
-    A, x = job.matrix(), job.start()
-    for _ in range(8):
-        x = job.step(x, A @ x)
-    assert np.linalg.norm(np.array(run["final_theta"]) - x) <= 1e-9 * np.linalg.norm(x)
-    rows = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
-    used = [r["worker"] for r in rows if r["record"] == "task" and r["outcome"] == "used"]
     pieces = 20 * 3  # C(6, 3) blocks of 45 rows, 3 ranges of 15 each
     assert len(used) == 8 * pieces  # every piece of every iteration, once
     share = pieces // 6  # a worker's share: 10 blocks, one range each

@@ -18,7 +18,8 @@ any tasks that suffice for it. The holders start their blocks at offsets spread 
 each with a share of as many ranges as the code needs: with no straggler every range is
 computed about as often as the code needs (work close to uncoded). A worker done with its share
 computes, from its own block, the ranges of the far half of the largest share still owed (any
-task will do for an MDS code), so a straggler's ranges are covered by the others (rateless-like).
+task will do for an MDS code; under a repetition code, such as spread, only a block's own
+holders can), so a straggler's ranges are covered by the others (rateless-like).
 """
 
 from __future__ import annotations

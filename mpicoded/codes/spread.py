@@ -8,7 +8,8 @@ slow worker's rows fall on its s group mates: under partial work (``codes.partia
 workers: each worker holds C(n-1, s) of them, the same (s+1)/n of the data as GFRC, and shares
 one with every other set of s workers. One slow worker's pieces then go to the n - 1 others,
 about 1/(n-1) of its share each: a tax of n/(n-1), the limit. Each task is one partition
-(B = identity) and the target their sum, so any s stragglers leave every partition a holder.
+(B = identity) and the target their sum (or each), so any s stragglers leave every partition a
+holder.
 A matrix-vector job takes it with target 'each': its blocks are the partitions' own rows,
 so, unlike MDS, whose every block sums K partitions (K times the non-zeros of a sparse
 matrix), a task costs what a partition does. Worker w runs its partitions in the order of

@@ -66,7 +66,7 @@ def row_range(matrix: Any, start: int, stop: int) -> Any:
     constructor for arrays that view less than half of another (``prune``). Here a CSR
     matrix's rows are an empty matrix of their shape given views of its arrays. Other sparse
     formats are sliced by scipy."""
-    if not sp.issparse(matrix) or matrix.format != "csr":
+    if not sp.issparse(matrix) or matrix.format != "csr" or not 0 <= start <= matrix.shape[0]:
         return matrix[start:stop]
     stop = max(start, min(stop, matrix.shape[0]))
     lo, hi = matrix.indptr[start], matrix.indptr[stop]

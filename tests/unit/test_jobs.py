@@ -485,7 +485,7 @@ def test_a_subclass_redefining_compute_is_not_given_its_parents_fused_gradient()
     assert value[-1] == pytest.approx(user.block_loss(block, theta), rel=1e-12)
 
 
-@pytest.mark.parametrize(("start", "stop"), [(0, 7), (3, 11), (5, 40), (12, 12)])
+@pytest.mark.parametrize(("start", "stop"), [(0, 7), (3, 11), (5, 40), (12, 12), (25, 30)])
 def test_a_csr_matrixs_rows_are_taken_without_copying_its_entries(start, stop):
     """take_rows of a CSR matrix: the same rows as scipy's slice (clipped at the end), over
     the matrix's own data and indices; arrays and other formats slice as numpy and scipy do."""

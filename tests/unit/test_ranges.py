@@ -10,7 +10,14 @@ import pytest
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import RangeDecoder, grid_step, piece_cost, range_code
 from mpicoded.delays import DelayModel
-from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign, SendIterate
+from mpicoded.runtime.state import (
+    RELEASED,
+    Decoded,
+    MasterState,
+    Recode,
+    SendAssign,
+    SendIterate,
+)
 from mpicoded.sim import Simulator
 
 HEIGHT = 60  # rows of every coded block
@@ -73,7 +80,7 @@ def test_a_repetition_codes_holders_split_each_block_once(stragglers, multiple):
         assert len(share) == len(code.schedule[w]) * multiple
 
 
-def test_the_grid_step_of_codes_that_are_not_repetitions_is_their_tasks():
+def test_the_grid_step_is_the_tasks_but_for_a_repetitions_holders():
     for name, params in (("mds", {"stragglers": 1}), ("cpgc", {"load": 2}),
                          ("uncoded", {"target": "each"})):
         code = make_code(name, 6, **params)
@@ -181,6 +188,7 @@ def test_a_stragglers_ranges_go_to_the_other_holders_of_its_blocks():
     pieces = part.params["pieces"]
     handed = {t for w, tasks in assigned if w != 2 for t in tasks}
     assert set(part.schedule[2]) <= handed & state.current.decoder.used
+    assert RELEASED not in state.current.owner.values()  # no block stood in for another
     for w, tasks in assigned:
         assert all(pieces[t].key in code.schedule[w] for t in tasks)
     assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)

@@ -359,7 +359,7 @@ def partial_by_default(code: Code) -> bool:
     or a matrix-vector job), and frc or gfrc with s >= 2, where ``bench straggler-tax`` found
     it faster than the static code with no straggler, one fixed, one moving and two fixed, in
     each of three runs. Not for s = 1 (no faster under a moving straggler or two fixed) nor
-    codes not measured (mds and sparse ranges lose to the static code on PageRank)."""
+    codes that do not win in every pattern (mds ranges against static mds on PageRank)."""
     if code.name == "spread":
         return True
     return code.name in ("frc", "gfrc") and int(code.params.get("stragglers", 0)) >= 2

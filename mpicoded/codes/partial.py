@@ -240,8 +240,8 @@ def range_code(code: Code, height: int, ranges: int) -> Code:
     as the code needs (n_partitions of every range's holders): with no straggler each range is
     computed as often as the code needs. Another block's piece of a range may stand in for a
     straggler's (``stand_ins``) unless the code is a repetition, whose every block is needed.
-    ValueError if ``code`` decodes a sum (pieces of a
-    task's value are only defined for row-aligned results) or a task has no holder."""
+    ValueError if ``code`` decodes a sum (pieces of a task's value are only defined for
+    row-aligned results) or a task has no holder."""
     if code.target != "each":
         raise ValueError(f"row ranges of coded blocks need a code whose target is 'each'; "
                          f"{code.name} decodes a sum")

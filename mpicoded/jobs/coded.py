@@ -281,6 +281,9 @@ class Coded:
                missing: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def prepare_update(self) -> None:
+        """Rank 0's one-off work for ``update``, done while the set-ups travel."""
+
     def loss(self, theta: np.ndarray) -> float | None:
         value = self.job.loss(theta)
         return None if value is None else float(value)
@@ -385,6 +388,9 @@ class CodedGradient(Coded):
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.theta0(), "theta0")
+
+    def prepare_update(self) -> None:
+        self.job.prepare_step()
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with the sum over the partitions the decode covers."""

@@ -22,7 +22,7 @@ class GradientJob:
     Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
     with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
-    work between the two), ``theta0()`` and ``summary``.
+    work between the two), ``theta0()``, ``prepare_step()`` and ``summary``.
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -60,6 +60,11 @@ class GradientJob:
     def partitioned(self, k: int) -> None:
         """Called on rank 0 once the data are cut in k partitions, before ``blocks`` and any
         ``step``, whoever reads the blocks (a step that counts rows may need k)."""
+
+    def prepare_step(self) -> None:
+        """Optional: rank 0's one-off work for ``step`` (a default step size from the whole
+        data set, say), done while the workers take in their data, so that no iteration waits
+        for it. Default: nothing."""
 
     def compute(self, block: Any, theta: np.ndarray) -> np.ndarray:
         """One partition's value at theta, e.g. its partial gradient. Runs on workers."""

@@ -363,6 +363,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
             master.recode()
         elif master.splitter is not None and master.splitter.kind != "adaptive":
             master.place(master.splitter.schedule())  # the split moved tasks to the survivors
+    plan.job.prepare_update()  # while the set-ups travel
     master.wait_sent()  # the set-ups are out before the workers' clocks are asked for
     if master.trace is not None:
         master.sync_clocks()

@@ -66,6 +66,18 @@ def test_one_step_is_the_full_gradient_step(cls, codename, params):
 
 
 @pytest.mark.parametrize("cls", [LogReg, LinReg])
+@pytest.mark.parametrize("codename", ["frc", "mds"])  # coded on results, and on data (linreg)
+def test_the_default_step_is_found_before_the_first_update(cls, codename):
+    """λ_max(XᵀX) over every row is rank 0's one-off work: ``prepare_update`` (while the
+    set-ups travel) does it, so the first update does not stall the workers for it."""
+    user = cls(samples=300, features=8, seed=1)
+    job = coded(user, make_code(codename, 6, stragglers=1))
+    assert "step_size" not in vars(user)
+    job.prepare_update()
+    assert vars(user)["step_size"] == user.default_lr()
+
+
+@pytest.mark.parametrize("cls", [LogReg, LinReg])
 def test_training_learns(cls):
     user = cls(samples=400, features=6, seed=2)
     job = coded(user, make_code("frc", 4, stragglers=1))

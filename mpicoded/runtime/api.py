@@ -378,6 +378,7 @@ def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
     result.record["failovers"] = failovers
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = sorted(master.timed_out)
+    result.record["master_withheld_tasks"] = master.withheld_tasks
     result.record["software"] = software()
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")

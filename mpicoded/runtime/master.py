@@ -20,12 +20,15 @@ from ..log import logger
 from .protocol import (
     Tag,
     ack_fields,
+    assign_fields,
+    iterate_fields,
     pack_assign,
     pack_control,
     pack_iterate,
     result_fields,
     result_trace,
     trace_fields,
+    unpack,
 )
 from .state import (
     Action,
@@ -41,6 +44,7 @@ from .state import (
 from .trace import TaskTrace
 from .transport import (
     Backoff,
+    Buffer,
     Outbox,
     ProcessesFailed,
     WorkerError,
@@ -155,7 +159,8 @@ class Master:
         self.log = log  # takes metrics lines: task records, failures, re-codes
         self.pieces = self.cut()
         self.state = MasterState(self.pieces or code, tolerance, purge=purge)
-        self.outbox = Outbox(comm)
+        self.outbox = Outbox(comm, hold_back=purge, on_withheld=self.withheld)
+        self.withheld_tasks = 0  # of ITERATEs never sent: superseded before the worker got one
         self.ranks = list(range(1, code.n_workers + 1))  # comm rank of each code worker
         self.dead: set[int] = set()
         self.world = {rank: rank for rank in self.ranks}  # comm rank -> world rank (identity)
@@ -326,10 +331,31 @@ class Master:
             self.recode_needed = True
             self.recode_reason = action.reason
 
+    def withheld(self, rank: int, messages: list[tuple[Buffer, Tag]]) -> None:
+        """Messages the outbox held for ``rank`` behind an ITERATE it had not taken in, made
+        stale before they left: the tasks of each ITERATE (or of the ASSIGN that replaced its
+        list) were dropped, as the worker would have dropped them unstarted."""
+        lists: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        for buf, tag in messages:
+            assert isinstance(buf, np.ndarray)  # ITERATE, PURGE and ASSIGN are doubles
+            msg = unpack(tag, buf)
+            key = (msg.job, msg.iteration, msg.epoch)
+            if tag == Tag.ITERATE:
+                lists[key] = iterate_fields(msg, rank)[0]
+            elif tag == Tag.ASSIGN and key in lists:
+                lists[key] = assign_fields(msg)
+        for (job, iteration, epoch), tasks in lists.items():
+            self.withheld_tasks += len(tasks)
+            if self.trace is not None:
+                self.trace.withheld(self.world[rank] - 1, job, iteration, epoch, tasks,
+                                    self.clock())
+
     def describe(self) -> str:
         """Where the run is, in one line (SIGUSR1): the open iteration, the dead, pending sends."""
+        held = self.outbox.holdback.queues if self.outbox.holdback is not None else {}
         return (f"master: {self.state.describe()}; dead ranks {sorted(self.dead)}, "
-                f"{len(self.outbox.pending)} sends pending")
+                f"{len(self.outbox.pending)} sends pending, held for ranks "
+                f"{ {rank: [h.tag.name for h in sends] for rank, sends in held.items()} }")
 
     def lose(self, ranks: set[int]) -> None:
         """Workers found dead: no more work for them; maybe a re-code. One that acknowledged

@@ -85,6 +85,12 @@ def unpack(tag: int, buf: np.ndarray) -> Message:
     return Message(kind, job, iteration, epoch, task, worker, count, buf[HEADER:])
 
 
+def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
+    """The (job, iteration, epoch) in a packed message's header."""
+    head = np.frombuffer(buf, dtype=np.float64, count=3)
+    return int(head[0]), int(head[1]), int(head[2])
+
+
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
                  tasks: Mapping[int, Sequence[int]], epoch: int = 0) -> np.ndarray:
     """ITERATE, one buffer for every worker of the iteration (theta packed once): ``count``

@@ -93,6 +93,13 @@ class TaskTrace:
                 raise ValueError(f"worker {worker} sent a trace entry with outcome {outcome}")
             self.records.append(TaskRecord(*row, name))
 
+    def withheld(self, worker: int, job: int, iteration: int, epoch: int,
+                 tasks: tuple[int, ...], at: float) -> None:
+        """An ITERATE the master never sent ``worker`` (a newer one made it stale first): its
+        tasks were dropped unstarted, at ``at`` on the master's clock."""
+        self.records.extend(TaskRecord(worker, job, iteration, epoch, task, at, at, 0, "dropped")
+                            for task in tasks)
+
     def decoded(self, used: set[int]) -> None:
         """The open iteration decoded from the results of tasks ``used``: the first result of
         each (in arrival order, as the decoder took them) was used, any other received."""

@@ -22,7 +22,8 @@ from mpi4py import MPI
 
 from ..launcher import affinity
 from ..plan import ft_enabled
-from .protocol import Message, Tag, unpack
+from .holdback import SUPERSEDED, Held, HoldBack
+from .protocol import Message, Tag, header_key, pack_control, unpack
 
 WAIT_MODES = ("auto", "spin", "yield", "sleep")
 _wait = "sleep"  # how this process waits between empty polls: set once a run starts
@@ -218,21 +219,65 @@ def detector_timeout() -> float:
         return 10.0
 
 
+Buffer = np.ndarray | bytes | memoryview
+
+
 class Outbox:
     """Non-blocking sends; each request keeps its buffer until it completes. A send to a rank
-    that has died raises ProcessesFailed (under ULFM), and its requests are dropped."""
+    that has died raises ProcessesFailed (under ULFM), and its requests are dropped.
 
-    def __init__(self, comm: MPI.Comm) -> None:
+    ``hold_back`` (the master, with purging): at most one ITERATE a worker on the wire, the
+    rest held or dropped as ``HoldBack`` decides; ``on_withheld(dest, messages)`` is told of
+    the (buffer, tag) pairs dropped unsent, in the order they were sent.
+    """
+
+    def __init__(self, comm: MPI.Comm, hold_back: bool = False,
+                 on_withheld: Callable[[int, list[tuple[Buffer, Tag]]], None] | None = None
+                 ) -> None:
         self.comm = comm
         self.pending: list[MPI.Request] = []
-        self.buffers: list[np.ndarray | bytes | memoryview] = []
+        self.buffers: list[Buffer] = []
         self.dests: list[int] = []
         # buffers of sends given up on (to a rank found dead or timed out): a hung rank may
         # still take one in, so MPI may still read it
-        self.orphans: list[np.ndarray | bytes | memoryview] = []
+        self.orphans: list[Buffer] = []
+        self.holdback = HoldBack() if hold_back else None
+        self.on_withheld = on_withheld
+        self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
 
-    def send(self, buf: np.ndarray | bytes | memoryview, dest: int, tag: Tag) -> None:
-        """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes)."""
+    def send(self, buf: Buffer, dest: int, tag: Tag) -> None:
+        """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes); under
+        ``hold_back``, maybe later, or never (stale before it left)."""
+        if self.holdback is None:
+            self._post(buf, dest, tag)
+            return
+        held = Held(tag, header_key(buf) if tag in SUPERSEDED else None, buf)
+        offer = self.holdback.offer(dest, held, tag == Tag.ITERATE and self._on_the_wire(dest))
+        if offer.stale and self.on_withheld is not None:
+            self.on_withheld(dest, [(h.payload, h.tag) for h in offer.stale])
+        if offer.purge is not None:
+            job, iteration, epoch = offer.purge
+            self._post_held(Held(Tag.PURGE, offer.purge,
+                                 pack_control(job, iteration, epoch=epoch)), dest)
+        if offer.now:
+            self._post_held(held, dest)
+
+    def _post_held(self, held: Held, dest: int) -> None:
+        assert self.holdback is not None
+        self.holdback.posted(dest, held)
+        self._post(held.payload, dest, held.tag)
+
+    def _on_the_wire(self, dest: int) -> bool:
+        """An ITERATE to ``dest`` not complete yet (tested now: the last Testsome may be old)."""
+        request = self.iterates.get(dest)
+        if request is None or request == MPI.REQUEST_NULL:
+            return False
+        try:
+            return not request.Test()
+        except MPI.Exception:  # a failure: the next prune names it
+            return True
+
+    def _post(self, buf: Buffer, dest: int, tag: Tag) -> None:
         try:
             kind = MPI.DOUBLE if isinstance(buf, np.ndarray) else MPI.BYTE
             request = self.comm.Isend([buf, kind], dest=dest, tag=int(tag))
@@ -243,11 +288,24 @@ class Outbox:
         self.pending.append(request)
         self.buffers.append(buf)
         self.dests.append(dest)
+        if self.holdback is not None and tag == Tag.ITERATE:
+            self.iterates[dest] = request
+
+    def _release(self) -> None:
+        """Post what waited for each dest whose ITERATE is complete, up to its next one."""
+        assert self.holdback is not None
+        for dest in [d for d in self.holdback.queues if not self._on_the_wire(d)]:
+            for held in self.holdback.release(dest):
+                self._post_held(held, dest)
 
     def prune(self) -> None:
-        """Forget completed sends (one Testsome call over all of them)."""
-        if not self.pending:
-            return
+        """Forget completed sends (one Testsome call over all of them); post what they held."""
+        if self.pending:
+            self._test()
+        if self.holdback is not None and self.holdback.queues:
+            self._release()
+
+    def _test(self) -> None:
         try:
             done = self.testsome(self.pending)
         except MPI.Exception as exc:
@@ -302,6 +360,10 @@ class Outbox:
         found done meanwhile go too."""
         self.orphans += [buf for buf, d in zip(self.buffers, self.dests, strict=True)
                          if d in dead]
+        if self.holdback is not None:
+            for dest in dead:
+                self.holdback.forget(dest)
+                self.iterates.pop(dest, None)
         self._keep([i for i, (d, req) in enumerate(zip(self.dests, self.pending, strict=True))
                     if d not in dead and req != MPI.REQUEST_NULL])
 
@@ -313,7 +375,7 @@ class Outbox:
     def drain(self) -> None:
         """Wait for every send without hot-spinning."""
         backoff = Backoff()
-        while self.pending:
+        while self.pending or (self.holdback is not None and self.holdback.queues):
             self.prune()
             if self.pending:
                 backoff.wait()

@@ -409,3 +409,44 @@ def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     a, b = np.array(runs["on"]["final_theta"]), np.array(runs["off"]["final_theta"])
     assert np.linalg.norm(a - b) <= 1e-9 * np.linalg.norm(b)
     assert runs["on"]["total_purged_tasks"] >= 8  # the throttled rank, every iteration
+
+
+@pytest.mark.timeout(200)
+def test_a_frozen_worker_is_sent_only_the_newest_iteration(tmp_path):
+    """PageRank of 900 nodes (x is 7.2 KB, past the eager limit: an ITERATE completes only once
+    taken in) under spread s=2, rank 2 stopped (SIGSTOP) from outside once the first iteration
+    is recorded and resumed 1.5 s later. Meanwhile the master keeps one ITERATE on the wire
+    for it and withholds the newer ones (their tasks counted, and traced as dropped); once
+    resumed it computes for the newest iterations again, and x is the serial power
+    iteration."""
+    from mpicoded.jobs.pagerank import PageRank
+
+    metrics = tmp_path / "run.jsonl"
+    proc = start_mpi(7, ["-m", "mpicoded.train", "--job", "pagerank", "--nodes", "900",
+                         "--code", "spread", "--stragglers", "2", "--chunk-rows", "15",
+                         "--delay", "persistent", "--task-time", "0.01", "--slow-workers", "6",
+                         "--slow-factor", "1",
+                         "--iterations", "60", "--quiet", "--metrics", str(metrics)])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+            metrics.exists() and '"record": "iteration"' in metrics.read_text()):
+        time.sleep(0.01)
+    pid = rank_pids(proc.pid)[2]
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(pid, signal.SIGCONT)
+    done = finish_mpi(proc, 150)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    run = rows[-1]
+    assert run["master_withheld_tasks"] > 0
+    job = PageRank(nodes=900)
+    A, x = job.matrix(), job.start()
+    for _ in range(60):
+        x = job.step(x, A @ x)
+    assert np.linalg.norm(np.array(run["final_theta"]) - x) <= 1e-9 * np.linalg.norm(x)
+    tasks = [r for r in rows if r["record"] == "task" and r["worker"] == 1]
+    withheld = [t for t in tasks if t["outcome"] == "dropped" and t["chunks"] == 0]
+    assert len(withheld) >= run["master_withheld_tasks"]  # the worker's own skips besides
+    # back, it was given the newest iteration and computed for it: used in the last ten
+    assert any(t["outcome"] == "used" and t["iteration"] >= 50 for t in tasks)

@@ -73,3 +73,36 @@ def test_an_error_that_is_no_death_is_raised_without_waiting(ulfm):
     with pytest.raises(MPI.Exception) as caught:
         box.prune()
     assert caught.value.Get_error_class() == MPI.ERR_BUFFER and box.queries == 0
+
+
+def test_hold_back_keeps_one_large_iterate_on_the_wire():
+    """On COMM_SELF (a send to itself): an ITERATE of 10^6 doubles stays incomplete until it is
+    received; a newer one waits behind it (the one on the wire purged at once) and replaces
+    the one waiting, STOP drops it, and what was dropped is reported. The receiver then reads
+    the first ITERATE, its PURGE and STOP."""
+    protocol = pytest.importorskip("mpicoded.runtime.protocol")
+    tag = protocol.Tag
+    withheld: list[list[str]] = []
+    box = transport.Outbox(MPI.COMM_SELF, hold_back=True,
+                           on_withheld=lambda dest, sent: withheld.append(
+                               [t.name for _, t in sent]))
+
+    def iterate(it: int) -> np.ndarray:
+        return protocol.pack_iterate(0, it, np.zeros(1_000_000), {0: (0, 1)})
+
+    box.send(iterate(0), 0, tag.ITERATE)
+    box.send(iterate(1), 0, tag.ITERATE)
+    box.send(protocol.pack_assign(0, 1, (1,)), 0, tag.ASSIGN)
+    box.send(iterate(2), 0, tag.ITERATE)
+    assert withheld == [["ITERATE", "ASSIGN"]] and len(box.pending) == 2  # and its PURGE
+    box.send(protocol.pack_control(), 0, tag.STOP)
+    assert withheld[-1] == ["ITERATE"] and not box.holdback.queues
+    got = []
+    status = MPI.Status()
+    while MPI.COMM_SELF.Iprobe(source=0, status=status):
+        buf = np.empty(status.Get_count(MPI.DOUBLE))
+        MPI.COMM_SELF.Recv(buf, source=0, tag=status.Get_tag())
+        got.append((status.Get_tag(), int(buf[1])))
+    assert got == [(tag.ITERATE, 0), (tag.PURGE, 0), (tag.STOP, -1)]
+    box.drain()
+    assert not box.pending

@@ -73,7 +73,7 @@ class HoldBack:
                 self._set(dest, queue)
                 return Offer(False, stale)
         if held.tag in (Tag.PURGE, Tag.ASSIGN):  # of the waiting iteration, or an older one
-            wait = held.key == self.waiting.get(dest)
+            wait = held.key == self.waiting.get(dest) or any(h.key == held.key for h in queue)
         else:  # in order behind what waits (a set-up); an ITERATE behind the one on the wire
             wait = bool(queue) or (held.tag == Tag.ITERATE and on_the_wire)
         purge = None
@@ -102,10 +102,11 @@ class HoldBack:
         return out
 
     def forget(self, dest: int) -> list[Held]:
-        """``dest`` is dead or hung: what waited for it, dropped."""
+        """``dest`` is dead or hung: the ITERATEs, ASSIGNs and PURGEs that waited for it,
+        dropped (the rest dropped too)."""
         self.waiting.pop(dest, None)
         self.unpurged.pop(dest, None)
-        return self.queues.pop(dest, [])
+        return [h for h in self.queues.pop(dest, []) if h.tag in SUPERSEDED]
 
     def _set(self, dest: int, queue: list[Held]) -> None:
         if queue:

@@ -532,6 +532,7 @@ class Master:
         if self.on_iteration is not None:  # with the theta the iteration produced
             self.on_iteration(record, loss, self.theta if theta is None else theta)
         self.write_trace()
+        self.outbox.prune()  # an ITERATE taken in meanwhile lets the one held behind it go
         return loss
 
     def write_trace(self) -> None:

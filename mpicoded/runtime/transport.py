@@ -362,8 +362,10 @@ class Outbox:
                          if d in dead]
         if self.holdback is not None:
             for dest in dead:
-                self.holdback.forget(dest)
                 self.iterates.pop(dest, None)
+                stale = self.holdback.forget(dest)
+                if stale and self.on_withheld is not None:
+                    self.on_withheld(dest, [(h.payload, h.tag) for h in stale])
         self._keep([i for i, (d, req) in enumerate(zip(self.dests, self.pending, strict=True))
                     if d not in dead and req != MPI.REQUEST_NULL])
 

@@ -108,3 +108,15 @@ def test_the_iteration_on_the_wire_is_purged_once_a_newer_one_waits():
     assert box.offer(1, held(Tag.ITERATE, 6), on_the_wire=True).purge is None
     box.posted(2, held(Tag.ITERATE, 0))  # complete already: the next goes, nothing purged
     assert box.offer(2, held(Tag.ITERATE, 1), on_the_wire=False) == Offer(True, [])
+
+
+def test_an_assign_never_overtakes_one_of_its_iteration_still_waiting():
+    """An ASSIGN queued behind a set-up stays there once its ITERATE goes; a later ASSIGN of
+    the same iteration waits behind it, so the worker ends with the newest list."""
+    box = HoldBack()
+    box.offer(1, held(Tag.ITERATE, 1), on_the_wire=True)
+    box.offer(1, held(Tag.SETUP), on_the_wire=True)
+    box.offer(1, Held(Tag.ASSIGN, (0, 1, 0), "A"), on_the_wire=True)
+    assert names(box.release(1)) == ["ITERATE 1"]
+    assert box.offer(1, Held(Tag.ASSIGN, (0, 1, 0), "B"), on_the_wire=True) == Offer(False, [])
+    assert names(box.release(1)) == ["SETUP None", "A", "B"] and not box.queues

@@ -532,7 +532,10 @@ class Master:
         if self.on_iteration is not None:  # with the theta the iteration produced
             self.on_iteration(record, loss, self.theta if theta is None else theta)
         self.write_trace()
-        self.outbox.prune()  # an ITERATE taken in meanwhile lets the one held behind it go
+        try:  # an ITERATE taken in meanwhile lets the one held behind it go
+            self.outbox.prune()
+        except ProcessesFailed as exc:  # as in pump: a death found here is handled now
+            self.lose(exc.ranks)
         return loss
 
     def write_trace(self) -> None:

@@ -189,7 +189,9 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
                          "spread s=2 partial | none"}
     assert runs["uncoded | none"]["rows_over_data"] == 1.0
     assert 0.8 <= runs["mds s=1 partial | none"]["rows_over_data"] <= 1.2
-    assert 1.0 <= runs["spread s=2 partial | none"]["rows_over_data"] <= 1.2
+    # each row about once, not s+1 = 3 times as static spread (2.2 in the bench): three
+    # iterations of a tiny graph under CI's load computed up to 1.21 (1.07 in the bench)
+    assert 1.0 <= runs["spread s=2 partial | none"]["rows_over_data"] <= 1.5
 
 
 def test_ddp_bench_runs(tmp_path):

@@ -75,6 +75,7 @@ def test_an_error_that_is_no_death_is_raised_without_waiting(ulfm):
     assert caught.value.Get_error_class() == MPI.ERR_BUFFER and box.queries == 0
 
 
+@pytest.mark.timeout(60)  # a send never taken in would leave drain() waiting
 def test_hold_back_keeps_one_large_iterate_on_the_wire():
     """On COMM_SELF (a send to itself): an ITERATE of 10^6 doubles stays incomplete until it is
     received; a newer one waits behind it (the one on the wire purged at once) and replaces

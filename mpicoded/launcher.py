@@ -9,7 +9,9 @@ Also the command line behind ``launch/local.sh``:
 
     python -m mpicoded.launcher [-n RANKS] [--ft] [--throttle RANK=FRACTION[,...]] [--] ARGS...
 
-runs ``mpirun ... python ARGS`` in the foreground and exits with mpirun's status.
+runs ``mpirun ... python ARGS`` in the foreground and exits with mpirun's status. Under
+``--ft``, a training run whose rank dies inside MPI_Init (which Open MPI cannot survive) is
+started again (``StartWatch``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +39,9 @@ _WHERE = re.compile(r"^\[mpicoded\] rank \d+ \(pid \d+\): ")  # train's answer t
 _THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")  # faulthandler's stack headers
 # faulthandler's frame lines ("line 3 in f"; a traceback's say "line 3, in f")
 _FRAME = re.compile(r'^  File ".*", line \d+ in |^  <no Python frame>')
+STARTED_ENV = "MPICODED_STARTED"  # a directory in which each rank marks that MPI is up on it
+START_RETRIES = 2  # starts again after a death in MPI's start-up, before giving up
+WATCH_S = 0.2  # how often the start-up watch looks at the ranks
 
 
 class MPIRunTimeout(RuntimeError):
@@ -214,18 +222,98 @@ def mpirun_command(ranks: int, args: list[str], ft: bool = False,
     return [*cmd, *app_contexts(ranks, [sys.executable, *args], prefixes)]
 
 
+def marks_start(args: Sequence[str]) -> bool:
+    """Whether ``python ARGS`` is mpicoded's training run, whose ranks mark that MPI is up."""
+    return list(args[:2]) == ["-m", "mpicoded.train"]
+
+
+def mark_started(rank: int) -> None:
+    """Tell the launcher's start-up watch that MPI is up on this rank (once; a no-op outside
+    a watched launch)."""
+    where = os.environ.pop(STARTED_ENV, None)
+    if where:
+        Path(where, str(rank)).touch()
+
+
+class StartWatch(threading.Thread):
+    """Under ULFM a rank that dies before every rank is through MPI_Init leaves the others
+    waiting in it for ever: Open MPI's start-up survives no death. Watches mpirun's ranks on
+    this host until one says MPI is up (``mark_started``: past MPI_Init, every rank got there);
+    a rank gone before that ends mpirun (SIGTERM to it, which ends its ranks) and is ``died``:
+    nothing has run yet, so the job can be started again."""
+
+    def __init__(self, proc: subprocess.Popen, directory: Path) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.directory = proc, directory
+        self.died: int | None = None
+        self.over = threading.Event()
+
+    def run(self) -> None:
+        seen: dict[int, int] = {}
+        while self.proc.poll() is None and not self.over.wait(WATCH_S):
+            if any(self.directory.iterdir()):
+                return
+            for rank, pid in rank_pids(self.proc.pid).items():
+                seen.setdefault(rank, pid)
+            gone = sorted(rank for rank, pid in seen.items() if not _running(pid))
+            if gone and not any(self.directory.iterdir()):
+                self.died = gone[0]
+                self.proc.terminate()
+                return
+
+    def stop(self) -> int | None:
+        """End the watch (mpirun has ended); the rank that died in the start-up, if one did."""
+        self.over.set()
+        self.join()
+        return self.died
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def restart_note(rank: int, attempt: int) -> str:
+    return (f"mpicoded.launcher: rank {rank} died before MPI was up on every rank, which Open "
+            f"MPI's start-up cannot survive; starting the job again (attempt {attempt} of "
+            f"{START_RETRIES + 1})")
+
+
 class MPIProcess(subprocess.Popen):
     """A started mpirun and the cpu groups of its throttled ranks (if any): the groups are removed
-    as soon as mpirun has been reaped (``wait``, ``communicate``, ``finish_mpi``, ``kill_group``)."""
+    as soon as mpirun has been reaped (``wait``, ``communicate``, ``finish_mpi``, ``kill_group``).
+    Under ``--ft``, ``watch`` (if the program marks its start) names a rank that died in MPI's
+    start-up, and ``again`` starts the same job anew."""
 
-    def __init__(self, *args, throttle: Throttle | None = None, **kwargs) -> None:
+    def __init__(self, *args, throttle: Throttle | None = None, started: str | None = None,
+                 **kwargs) -> None:
         self.throttle = throttle
         super().__init__(*args, **kwargs)
+        self.watch: StartWatch | None = None
+        self.again: functools.partial[MPIProcess] | None = None
+        self._started = started
+        if started is not None:
+            self.watch = StartWatch(self, Path(started))
+            self.watch.start()
 
     def wait(self, timeout: float | None = None) -> int:
         code = super().wait(timeout)
         self.release()
         return code
+
+    def died_in_start(self) -> int | None:
+        """Once mpirun ended: the rank that died in MPI's start-up, if the watch saw one."""
+        if self.watch is None:
+            return None
+        died = self.watch.stop()
+        if self._started is not None:
+            shutil.rmtree(self._started, ignore_errors=True)
+            self._started = None
+        return died
 
     def release(self) -> None:
         """Remove the cpu groups (once); a rank still in one is moved to the root group first."""
@@ -252,22 +340,41 @@ def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = N
     outside 0..ranks-1, ThrottleError without root or a writable cpu controller)."""
     groups = throttle_groups(throttle, ranks)
     cmd = mpirun_command(ranks, args, ft, groups)
+    started = tempfile.mkdtemp(prefix="mpicoded-start-") if ft and marks_start(args) else None
+    env = mpi_env() if started is None else {**mpi_env(), STARTED_ENV: started}
     if groups is not None:
         groups.create()
         groups.follow()
     try:
-        return MPIProcess(cmd, env=mpi_env(), cwd=cwd, stdout=subprocess.PIPE,
+        proc = MPIProcess(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                          throttle=groups)
+                          throttle=groups, started=started)
     except BaseException:
         if groups is not None:
             groups.remove()
         raise
+    proc.again = functools.partial(start_mpi, ranks, args, ft, cwd, throttle)
+    return proc
 
 
 def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
     """Wait for a started mpirun; on timeout ask its ranks where they are, kill its whole
-    group and raise MPIRunTimeout."""
+    group and raise MPIRunTimeout. A job a rank of which died in MPI's start-up (``--ft``) is
+    started again, up to START_RETRIES times, within the same ``timeout``."""
+    deadline = time.monotonic() + timeout
+    earlier = ""
+    for attempt in range(2, START_RETRIES + 3):
+        done = _finish_once(proc, max(1.0, deadline - time.monotonic()))
+        again = proc.again if isinstance(proc, MPIProcess) else None
+        died = proc.died_in_start() if isinstance(proc, MPIProcess) else None
+        if died is None or attempt > START_RETRIES + 1 or again is None:
+            return Completed(done.returncode, earlier + done.output)
+        earlier += done.output + restart_note(died, attempt) + "\n"
+        proc = again()
+    raise AssertionError("unreachable")
+
+
+def _finish_once(proc: subprocess.Popen, timeout: float) -> Completed:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -459,14 +566,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         groups = throttle_groups(options.throttle, options.ranks)
         cmd = mpirun_command(options.ranks, options.args, options.ft, groups)
-        return _foreground(cmd, groups)
+        return _foreground(cmd, groups, options.ft and marks_start(options.args))
     except (ValueError, ThrottleError) as exc:
         print(f"mpicoded.launcher: error: {exc}", file=sys.stderr)
         return 2
 
 
-def _foreground(cmd: list[str], groups: Throttle | None) -> int:
-    """mpirun's exit status (128 + N if signal N ended it); the groups are removed in any case."""
+def _foreground(cmd: list[str], groups: Throttle | None, watched: bool = False) -> int:
+    """mpirun's exit status (128 + N if signal N ended it); the groups are removed in any case.
+    ``watched``: a job a rank of which died in MPI's start-up is started again (StartWatch)."""
     proc: subprocess.Popen | None = None
 
     def forward(sig: int, frame: object) -> None:
@@ -482,8 +590,18 @@ def _foreground(cmd: list[str], groups: Throttle | None) -> int:
         if groups is not None:
             groups.create()
             groups.follow()
-        proc = subprocess.Popen(cmd, env=mpi_env())
-        code = proc.wait()
+        for attempt in range(2, START_RETRIES + 3):
+            with tempfile.TemporaryDirectory(prefix="mpicoded-start-") as started:
+                env = {**mpi_env(), STARTED_ENV: started} if watched else mpi_env()
+                proc = subprocess.Popen(cmd, env=env)
+                watch = StartWatch(proc, Path(started)) if watched else None
+                if watch is not None:
+                    watch.start()
+                code = proc.wait()
+                died = None if watch is None else watch.stop()
+            if died is None or attempt > START_RETRIES + 1:
+                break
+            print(restart_note(died, attempt), file=sys.stderr, flush=True)
     finally:
         try:
             if groups is not None:

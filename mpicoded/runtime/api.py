@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from .. import __version__, limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
+from ..launcher import mark_started
 from ..log import logger, set_rank
 from ..plan import (
     CODE_FLAGS,
@@ -156,6 +157,7 @@ def world():
         mpi4py.rc.finalize = False
     from mpi4py import MPI
 
+    mark_started(MPI.COMM_WORLD.Get_rank())  # past MPI_Init: the launcher's start-up watch
     return MPI.COMM_WORLD
 
 

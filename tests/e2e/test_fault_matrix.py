@@ -1,15 +1,23 @@
 """The fault matrix's cells that fit CI (``python -m mpicoded.bench faults`` runs them all):
-world rank 6 SIGKILLed from outside during placement (the moment rank 0 opens the metrics file:
-the issue's case, a death while the set-ups are being sent) and at the shutdown (once the last
-iteration is recorded), under gfrc on 21 ranks with ULFM; both exit 0 with the fault-free
-theta. A death inside MPI_Init is not survived (Open MPI's start-up waits for every rank)."""
+world rank 6 SIGKILLed from outside during start-up (MPI loading on it, rank 0 not planning
+yet: a death inside MPI_Init, after which the launcher starts the job again), during placement
+(the moment rank 0 opens the metrics file: the issue's case, a death while the set-ups are
+being sent) and at the shutdown (once the last iteration is recorded), under gfrc on 21 ranks
+with ULFM; each exits 0 with the fault-free theta."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 
-from mpicoded.bench.faults import run_cell
+from mpicoded.bench.faults import mpi_loaded, run_cell
+from mpicoded.launcher import rank_pids
 
 ITERATIONS = 20
 
@@ -23,10 +31,40 @@ def reference(tmp_path_factory):
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("phase", ["placement", "shutdown"])
+@pytest.mark.parametrize("phase", ["start-up", "placement", "shutdown"])
 def test_a_worker_killed_at_any_phase_is_survived(phase, reference, tmp_path):
     cell = run_cell("gfrc", phase, ITERATIONS, tmp_path, reference)
     assert cell.killed_s is not None, f"the {phase} never came:\n{cell.output[-3000:]}"
     assert cell.in_phase, f"killed at {cell.killed_s:.2f} s, after the {phase}"
     assert cell.returncode == 0, cell.output[-3000:]
     assert cell.theta_rel is not None and cell.theta_rel <= 1e-9, cell.theta_rel
+    if phase != "start-up":  # (a kill just after MPI_Init needs no new start: either is right)
+        assert "starting the job again" not in cell.output, cell.output[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_the_launcher_starts_again_after_a_death_inside_mpi_init():
+    """``python -m mpicoded.launcher --ft`` (what launch/local.sh runs): world rank 3 SIGKILLed
+    from outside as MPI loads on it, 7 ranks. The ranks left in MPI_Init would wait for ever;
+    the launcher names the dead rank, starts the job again, and the run ends well."""
+    proc = subprocess.Popen([sys.executable, "-m", "mpicoded.launcher", "-n", "7", "--ft", "--",
+                             "-m", "mpicoded.train", "--iterations", "5", "--delay", "none",
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pids = rank_pids(proc.pid)
+            if 3 in pids and mpi_loaded(pids[3]):
+                os.kill(pids[3], signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("rank 3 never loaded MPI")
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, out[-3000:]
+    assert "loss" in out, out[-3000:]  # the new start's summary

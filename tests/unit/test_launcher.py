@@ -4,6 +4,7 @@ flags each is given."""
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -56,3 +57,64 @@ def test_hydra_gets_its_own_flags_and_no_ulfm(as_flavour, flavour):
     assert cmd[cmd.index("-n"):] == ["-n", "21", sys.executable, "x.py"]
     with pytest.raises(ValueError, match="--ft is Open MPI's ULFM"):
         mpirun_command(21, ["x.py"], ft=True)
+
+
+# A stand-in for mpirun: starts three "ranks" (children with Open MPI's rank variable), of
+# which rank 1 exits after a moment; the others wait to be ended with it.
+FAKE_MPIRUN = """
+import os, signal, subprocess, sys, time
+ranks = [subprocess.Popen([sys.executable, "-c",
+                           "import sys, time; time.sleep(0.6 if sys.argv[1] == '1' else 60)",
+                           str(r)],
+                          env={**os.environ, "OMPI_COMM_WORLD_RANK": str(r)}) for r in range(3)]
+def end(sig, frame):
+    for p in ranks:
+        p.kill()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, end)
+ranks[1].wait()
+time.sleep(60)
+"""
+
+
+def start_fake(tmp_path) -> tuple[launcher.subprocess.Popen, launcher.StartWatch]:
+    proc = launcher.subprocess.Popen([sys.executable, "-c", FAKE_MPIRUN])
+    watch = launcher.StartWatch(proc, tmp_path)
+    watch.start()
+    return proc, watch
+
+
+def test_a_rank_dead_before_mpi_is_up_ends_mpirun_and_is_named(tmp_path):
+    """Rank 1 of the stand-in exits while nobody has marked MPI up: the watch names it and
+    ends mpirun (the ranks stuck in MPI_Init with it), so the job can be started again."""
+    proc, watch = start_fake(tmp_path)
+    assert proc.wait(timeout=30) != 0
+    assert watch.stop() == 1
+
+
+def test_once_mpi_is_up_the_watch_leaves_deaths_to_ulfm(tmp_path):
+    """A rank marked MPI up (past MPI_Init): a death after that is the run's to survive, and
+    the watch ends without touching mpirun."""
+    launcher.Path(tmp_path, "0").touch()
+    proc, watch = start_fake(tmp_path)
+    try:
+        time.sleep(1.5)  # rank 1 has exited meanwhile
+        assert proc.poll() is None and not watch.is_alive()
+        assert watch.stop() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_mark_started_writes_the_ranks_file_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(launcher.STARTED_ENV, str(tmp_path))
+    launcher.mark_started(4)
+    assert [p.name for p in tmp_path.iterdir()] == ["4"]
+    assert launcher.STARTED_ENV not in launcher.os.environ  # a second call is a no-op
+    launcher.mark_started(5)
+    assert [p.name for p in tmp_path.iterdir()] == ["4"]
+
+
+def test_only_mpicodeds_training_run_is_watched():
+    assert launcher.marks_start(["-m", "mpicoded.train", "--iterations", "3"])
+    assert not launcher.marks_start(["my_script.py"])

@@ -251,15 +251,22 @@ class StartWatch(threading.Thread):
     def run(self) -> None:
         seen: dict[int, int] = {}
         while self.proc.poll() is None and not self.over.wait(WATCH_S):
-            if any(self.directory.iterdir()):
+            if self._up():
                 return
             for rank, pid in rank_pids(self.proc.pid).items():
                 seen.setdefault(rank, pid)
             gone = sorted(rank for rank, pid in seen.items() if not _running(pid))
-            if gone and not any(self.directory.iterdir()):
+            if gone and not self._up():
                 self.died = gone[0]
                 self.proc.terminate()
                 return
+
+    def _up(self) -> bool:
+        """Some rank marked MPI up (or the directory went with the run)."""
+        try:
+            return any(self.directory.iterdir())
+        except OSError:
+            return True
 
     def stop(self) -> int | None:
         """End the watch (mpirun has ended); the rank that died in the start-up, if one did."""
@@ -292,9 +299,10 @@ class MPIProcess(subprocess.Popen):
     def __init__(self, *args, throttle: Throttle | None = None, started: str | None = None,
                  **kwargs) -> None:
         self.throttle = throttle
-        super().__init__(*args, **kwargs)
         self.watch: StartWatch | None = None
         self.again: functools.partial[MPIProcess] | None = None
+        self._started: str | None = None
+        super().__init__(*args, **kwargs)
         self._started = started
         if started is not None:
             self.watch = StartWatch(self, Path(started))
@@ -307,19 +315,20 @@ class MPIProcess(subprocess.Popen):
 
     def died_in_start(self) -> int | None:
         """Once mpirun ended: the rank that died in MPI's start-up, if the watch saw one."""
-        if self.watch is None:
-            return None
-        died = self.watch.stop()
-        if self._started is not None:
-            shutil.rmtree(self._started, ignore_errors=True)
-            self._started = None
-        return died
+        self.release()
+        return None if self.watch is None else self.watch.died
 
     def release(self) -> None:
-        """Remove the cpu groups (once); a rank still in one is moved to the root group first."""
+        """Remove the cpu groups (once; a rank still in one is moved to the root group first)
+        and end the start-up watch, its directory removed."""
         throttle, self.throttle = self.throttle, None
         if throttle is not None:
             throttle.remove()
+        if self.watch is not None:
+            self.watch.stop()
+        if self._started is not None:
+            shutil.rmtree(self._started, ignore_errors=True)
+            self._started = None
 
 
 def throttle_groups(throttle: Mapping[int, float] | Schedule | None,
@@ -352,6 +361,8 @@ def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = N
     except BaseException:
         if groups is not None:
             groups.remove()
+        if started is not None:
+            shutil.rmtree(started, ignore_errors=True)
         raise
     proc.again = functools.partial(start_mpi, ranks, args, ft, cwd, throttle)
     return proc

@@ -232,7 +232,10 @@ def mark_started(rank: int) -> None:
     a watched launch)."""
     where = os.environ.pop(STARTED_ENV, None)
     if where:
-        Path(where, str(rank)).touch()
+        try:
+            Path(where, str(rank)).touch()
+        except OSError:  # a rank on another host (the variable passed on): not watched there
+            pass
 
 
 class StartWatch(threading.Thread):

@@ -118,3 +118,9 @@ def test_mark_started_writes_the_ranks_file_once(tmp_path, monkeypatch):
 def test_only_mpicodeds_training_run_is_watched():
     assert launcher.marks_start(["-m", "mpicoded.train", "--iterations", "3"])
     assert not launcher.marks_start(["my_script.py"])
+
+
+def test_mark_started_elsewhere_than_the_launchers_host_is_a_no_op(tmp_path, monkeypatch):
+    monkeypatch.setenv(launcher.STARTED_ENV, str(tmp_path / "not-here"))
+    launcher.mark_started(2)  # no such directory on this host: nothing to mark, no error
+    assert not (tmp_path / "not-here").exists()

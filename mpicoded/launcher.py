@@ -42,6 +42,8 @@ _FRAME = re.compile(r'^  File ".*", line \d+ in |^  <no Python frame>')
 STARTED_ENV = "MPICODED_STARTED"  # a directory in which each rank marks that MPI is up on it
 START_RETRIES = 2  # starts again after a death in MPI's start-up, before giving up
 WATCH_S = 0.2  # how often the start-up watch looks at the ranks
+STUCK_S = 3.0  # a rank gone, nobody up: mpirun still running this long after is stuck
+MIN_START_S = 10.0  # a new start needs at least this long before the caller's timeout
 
 
 class MPIRunTimeout(RuntimeError):
@@ -242,8 +244,10 @@ class StartWatch(threading.Thread):
     """Under ULFM a rank that dies before every rank is through MPI_Init leaves the others
     waiting in it for ever: Open MPI's start-up survives no death. Watches mpirun's ranks on
     this host until one says MPI is up (``mark_started``: past MPI_Init, every rank got there);
-    a rank gone before that ends mpirun (SIGTERM to it, which ends its ranks) and is ``died``:
-    nothing has run yet, so the job can be started again."""
+    a rank gone before that, while mpirun is still running STUCK_S later (the others stuck in
+    MPI_Init), ends mpirun (SIGTERM to it, which ends its ranks) and is ``died``: nothing has
+    run yet, so the job can be started again. A job that ends by itself meanwhile (Ctrl-C, a
+    rank's error, every rank gone) ended for another reason, and is not started again."""
 
     def __init__(self, proc: subprocess.Popen, directory: Path) -> None:
         super().__init__(daemon=True)
@@ -259,7 +263,8 @@ class StartWatch(threading.Thread):
             for rank, pid in rank_pids(self.proc.pid).items():
                 seen.setdefault(rank, pid)
             gone = sorted(rank for rank, pid in seen.items() if not _running(pid))
-            if gone and not self._up():
+            if gone and not self.over.wait(STUCK_S) and self.proc.poll() is None \
+                    and not self._up():
                 self.died = gone[0]
                 self.proc.terminate()
                 return
@@ -287,10 +292,13 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def restart_note(rank: int, attempt: int) -> str:
-    return (f"mpicoded.launcher: rank {rank} died before MPI was up on every rank, which Open "
-            f"MPI's start-up cannot survive; starting the job again (attempt {attempt} of "
-            f"{START_RETRIES + 1})")
+def restart_note(rank: int, attempt: int, again: bool = True) -> str:
+    """The line that says why the job ends and whether it starts again (attempt ``attempt``)."""
+    died = (f"mpicoded.launcher: rank {rank} died before MPI was up on every rank, which Open "
+            "MPI's start-up cannot survive; ")
+    if again:
+        return died + f"starting the job again (attempt {attempt} of {START_RETRIES + 1})"
+    return died + f"giving up after {attempt - 1} attempts"
 
 
 class MPIProcess(subprocess.Popen):
@@ -378,12 +386,18 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
     deadline = time.monotonic() + timeout
     earlier = ""
     for attempt in range(2, START_RETRIES + 3):
-        done = _finish_once(proc, max(1.0, deadline - time.monotonic()))
+        try:
+            done = _finish_once(proc, deadline - time.monotonic())
+        except MPIRunTimeout as exc:  # the whole wait's, with what the earlier starts said
+            raise MPIRunTimeout(timeout, earlier + exc.output, exc.processes) from None
         again = proc.again if isinstance(proc, MPIProcess) else None
         died = proc.died_in_start() if isinstance(proc, MPIProcess) else None
-        if died is None or attempt > START_RETRIES + 1 or again is None:
+        if died is None or again is None:
             return Completed(done.returncode, earlier + done.output)
-        earlier += done.output + restart_note(died, attempt) + "\n"
+        retry = attempt <= START_RETRIES + 1 and deadline - time.monotonic() >= MIN_START_S
+        earlier += done.output + restart_note(died, attempt, retry) + "\n"
+        if not retry:
+            return Completed(done.returncode or 1, earlier)
         proc = again()
     raise AssertionError("unreachable")
 
@@ -590,8 +604,10 @@ def _foreground(cmd: list[str], groups: Throttle | None, watched: bool = False) 
     """mpirun's exit status (128 + N if signal N ended it); the groups are removed in any case.
     ``watched``: a job a rank of which died in MPI's start-up is started again (StartWatch)."""
     proc: subprocess.Popen | None = None
+    stopping = threading.Event()  # asked to stop: never start the job again
 
     def forward(sig: int, frame: object) -> None:
+        stopping.set()
         if proc is None:
             raise SystemExit(128 + sig)  # not started yet: stop here (the groups are removed)
         if sig == signal.SIGTERM:
@@ -613,9 +629,13 @@ def _foreground(cmd: list[str], groups: Throttle | None, watched: bool = False) 
                     watch.start()
                 code = proc.wait()
                 died = None if watch is None else watch.stop()
-            if died is None or attempt > START_RETRIES + 1:
+            if died is None or stopping.is_set():
                 break
-            print(restart_note(died, attempt), file=sys.stderr, flush=True)
+            retry = attempt <= START_RETRIES + 1
+            print(restart_note(died, attempt, retry), file=sys.stderr, flush=True)
+            if not retry:
+                code = code or 1
+                break
     finally:
         try:
             if groups is not None:

@@ -60,50 +60,75 @@ def test_hydra_gets_its_own_flags_and_no_ulfm(as_flavour, flavour):
 
 
 # A stand-in for mpirun: starts three "ranks" (children with Open MPI's rank variable), of
-# which rank 1 exits after a moment; the others wait to be ended with it.
+# which rank 1 exits after a moment; then it goes on (stuck, as in MPI_Init) or, given "ends",
+# ends the others and exits by itself (as after Ctrl-C or a rank's error).
 FAKE_MPIRUN = """
 import os, signal, subprocess, sys, time
 ranks = [subprocess.Popen([sys.executable, "-c",
                            "import sys, time; time.sleep(0.6 if sys.argv[1] == '1' else 60)",
                            str(r)],
                           env={**os.environ, "OMPI_COMM_WORLD_RANK": str(r)}) for r in range(3)]
-def end(sig, frame):
+def end(sig=None, frame=None):
     for p in ranks:
         p.kill()
     sys.exit(1)
 signal.signal(signal.SIGTERM, end)
 ranks[1].wait()
+if sys.argv[1:] == ["ends"]:
+    end()
 time.sleep(60)
 """
 
 
-def start_fake(tmp_path) -> tuple[launcher.subprocess.Popen, launcher.StartWatch]:
-    proc = launcher.subprocess.Popen([sys.executable, "-c", FAKE_MPIRUN])
-    watch = launcher.StartWatch(proc, tmp_path)
-    watch.start()
-    return proc, watch
+@pytest.fixture
+def fake_mpirun(tmp_path):
+    """Start the stand-in (its own session, so that nothing of it outlives the test) and a
+    watch over it; both are ended afterwards."""
+    started: list[tuple[launcher.subprocess.Popen, launcher.StartWatch]] = []
+
+    def start(*args: str) -> tuple[launcher.subprocess.Popen, launcher.StartWatch]:
+        proc = launcher.subprocess.Popen([sys.executable, "-c", FAKE_MPIRUN, *args],
+                                         start_new_session=True)
+        watch = launcher.StartWatch(proc, tmp_path)
+        watch.start()
+        started.append((proc, watch))
+        return proc, watch
+
+    yield start
+    for proc, watch in started:
+        try:
+            launcher.os.killpg(proc.pid, launcher.signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        watch.stop()
 
 
-def test_a_rank_dead_before_mpi_is_up_ends_mpirun_and_is_named(tmp_path):
-    """Rank 1 of the stand-in exits while nobody has marked MPI up: the watch names it and
-    ends mpirun (the ranks stuck in MPI_Init with it), so the job can be started again."""
-    proc, watch = start_fake(tmp_path)
+def test_a_rank_dead_before_mpi_is_up_ends_mpirun_and_is_named(fake_mpirun):
+    """Rank 1 of the stand-in exits while nobody has marked MPI up and mpirun stays stuck:
+    the watch names it and ends mpirun (the ranks stuck in MPI_Init with it), so the job can
+    be started again."""
+    proc, watch = fake_mpirun()
     assert proc.wait(timeout=30) != 0
     assert watch.stop() == 1
 
 
-def test_once_mpi_is_up_the_watch_leaves_deaths_to_ulfm(tmp_path):
+def test_a_job_that_ends_by_itself_is_not_started_again(fake_mpirun):
+    """A rank gone and mpirun ending by itself soon after (Ctrl-C, a rank's error): that is
+    not the MPI_Init hang, and nobody is named."""
+    proc, watch = fake_mpirun("ends")
+    assert proc.wait(timeout=30) != 0
+    assert watch.stop() is None
+
+
+def test_once_mpi_is_up_the_watch_leaves_deaths_to_ulfm(fake_mpirun, tmp_path):
     """A rank marked MPI up (past MPI_Init): a death after that is the run's to survive, and
     the watch ends without touching mpirun."""
     launcher.Path(tmp_path, "0").touch()
-    proc, watch = start_fake(tmp_path)
-    try:
-        time.sleep(1.5)  # rank 1 has exited meanwhile
-        assert proc.poll() is None and not watch.is_alive()
-        assert watch.stop() is None
-    finally:
-        proc.kill()
-        proc.wait()
+    proc, watch = fake_mpirun()
+    time.sleep(1.5)  # rank 1 has exited meanwhile
+    assert proc.poll() is None and not watch.is_alive()
+    assert watch.stop() is None
 
 
 def test_mark_started_writes_the_ranks_file_once(tmp_path, monkeypatch):

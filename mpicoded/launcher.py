@@ -312,9 +312,8 @@ class MPIProcess(subprocess.Popen):
         self.throttle = throttle
         self.watch: StartWatch | None = None
         self.again: functools.partial[MPIProcess] | None = None
-        self._started: str | None = None
-        super().__init__(*args, **kwargs)
         self._started = started
+        super().__init__(*args, **kwargs)
         if started is not None:
             self.watch = StartWatch(self, Path(started))
             self.watch.start()
@@ -385,7 +384,9 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
     started again, up to START_RETRIES times, within the same ``timeout``."""
     deadline = time.monotonic() + timeout
     earlier = ""
-    for attempt in range(2, START_RETRIES + 3):
+    attempt = 1
+    while True:
+        attempt += 1  # the number of the start that would come next
         try:
             done = _finish_once(proc, deadline - time.monotonic())
         except MPIRunTimeout as exc:  # the whole wait's, with what the earlier starts said
@@ -399,7 +400,6 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
         if not retry:
             return Completed(done.returncode or 1, earlier)
         proc = again()
-    raise AssertionError("unreachable")
 
 
 def _finish_once(proc: subprocess.Popen, timeout: float) -> Completed:

@@ -11,7 +11,8 @@ cd "$root"
 source launch/venv.sh
 mpicoded_venv mpich,test,examples "$root/.venv-mpich"
 py=$VENV/bin/python
-"$VENV/bin/mpiexec" --version | head -2
+# sed, not head: head closes the pipe early and pipefail turns mpiexec's SIGPIPE into exit 141
+"$VENV/bin/mpiexec" --version | sed -n 1,2p
 "$py" -c 'from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])'
 
 echo "== MPI tests under MPICH (pytest-mpi, 4 ranks)"

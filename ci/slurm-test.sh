@@ -44,7 +44,7 @@ fi
 /usr/sbin/slurmctld -f "$SLURM_CONF"
 /usr/sbin/slurmd -f "$SLURM_CONF"
 for _ in $(seq 60); do
-  sinfo -h -o %T 2>/dev/null | grep -q idle && break
+  [[ $(sinfo -h -o %T 2>/dev/null) == *idle* ]] && break
   sleep 0.5
 done
 status=0
@@ -54,7 +54,7 @@ for launcher in srun mpirun; do
       sbatch --wait --ntasks=5 --overcommit --output="$dir/jobs/%j.out" \
       "$root/launch/slurm.sbatch" --iterations 8 --samples 2000 --quiet >"$dir/submit.log" 2>&1 )
   rc=$?
-  job=$(grep -o '[0-9]\+' "$dir/submit.log" | head -1)
+  job=$(grep -m1 -o '[0-9]\+' "$dir/submit.log" || true)
   metrics=$dir/jobs/mpicoded-$job.jsonl
   if [[ $rc == 0 ]] && "$root/.venv/bin/python" - "$metrics" <<'PY'
 import json, sys

@@ -19,7 +19,7 @@ hosts() { ip netns list | awk '{print $1}' | grep -E '^h[0-9]+$' | sort -V; }
 up() {
   local n=${1:-3}
   [[ $(id -u) == 0 ]] || { echo "netns-cluster: needs root" >&2; exit 2; }
-  ip netns list | grep -qw sw && { echo "netns-cluster: already up (run down first)" >&2; exit 2; }
+  ip netns list | awk '$1 == "sw" {up = 1} END {exit !up}' && { echo "netns-cluster: already up (run down first)" >&2; exit 2; }
   ip netns add sw
   ip -n sw link add br0 type bridge
   ip -n sw link set br0 up

@@ -159,9 +159,11 @@ def ft_flags(load: float) -> list[str]:
     hangs). Its period and timeout grow with ``load``, the ranks a core of the busiest node: a
     rank kept from its core (or out of MPI) longer than the timeout, as 21 ranks starting on 2
     cores are, was reported dead while alive. (Its heartbeats from a thread of their own,
-    ``mpi_ft_detector_thread``, segfaulted one 21-rank run in five here.)"""
+    ``mpi_ft_detector_thread``, segfaulted one 21-rank run in five here.) Ranks on one node
+    talk over loopback TCP, not shared memory: a living rank reported dead took the master
+    down with it over the ``sm`` transport (docs/failures.md)."""
     period = 0.5 * max(1.0, load / 2)
-    return ["--with-ft", "ulfm", "--mca", "mpi_ft_detector", "true",
+    return ["--with-ft", "ulfm", "--mca", "btl", "^sm", "--mca", "mpi_ft_detector", "true",
             "--mca", "mpi_ft_detector_period", f"{period:g}",
             "--mca", "mpi_ft_detector_timeout", f"{4 * period:g}"]
 

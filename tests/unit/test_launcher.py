@@ -47,6 +47,15 @@ def test_open_mpi_gets_oversubscribe_ulfm_and_exported_variables(as_flavour):
     assert "--oversubscribe" not in mpirun_command(2, ["x.py"])  # a core a rank
 
 
+def test_ulfm_runs_without_the_shared_memory_transport(as_flavour):
+    """Under --ft ranks on one node talk over TCP: over ``sm`` a living rank reported dead, once
+    it ran again, took the master down with it ("Send error after request freed")."""
+    as_flavour("openmpi")
+    head = (cmd := mpirun_command(7, ["x.py"], ft=True))[:cmd.index("-n")]
+    assert any(head[i:i + 3] == ["--mca", "btl", "^sm"] for i in range(len(head)))
+    assert "btl" not in mpirun_command(7, ["x.py"])  # without --ft, shared memory as ever
+
+
 @pytest.mark.parametrize("flavour", ["mpich", "intel"])
 def test_hydra_gets_its_own_flags_and_no_ulfm(as_flavour, flavour):
     """MPICH's and Intel MPI's Hydra take more ranks than cores as they are and pass the

@@ -8,6 +8,8 @@ imports this first); ``limit_blas_threads`` covers a numpy that was already load
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 for _var in BLAS_VARS:
@@ -18,8 +20,16 @@ __version__ = "0.1.0"
 from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402 - after the BLAS variables
 from .log import log_to_stderr  # noqa: E402
 
+if TYPE_CHECKING:  # the names __getattr__ imports when asked for, for type checkers
+    from mpi4py import MPI
 
-def run(job: GradientJob | MatVecJob, comm=None, callbacks=(), **options):
+    from .jobs.torchjob import TorchJob
+    from .runtime.result import RunResult
+    from .runtime.state import IterationRecord
+
+
+def run(job: GradientJob | MatVecJob, comm: MPI.Intracomm | None = None,
+        callbacks: Sequence[Callable[..., Any]] = (), **options: Any) -> RunResult | None:
     """Run ``job`` coded over ``comm`` (MPI.COMM_WORLD if None; call it on every rank of it):
     its rank 0 returns the RunResult, the others serve and return None. The options are
     ``python -m mpicoded.train``'s flags, by name: ``run(job, code="gfrc", stragglers=3)``;
@@ -30,15 +40,25 @@ def run(job: GradientJob | MatVecJob, comm=None, callbacks=(), **options):
     return _run(job, comm, callbacks, **options)
 
 
-__all__ = ["GradientJob", "MatVecJob", "TorchJob", "limit_blas_threads", "log_to_stderr", "run"]
+__all__ = ["GradientJob", "IterationRecord", "MatVecJob", "RunResult", "TorchJob",
+           "limit_blas_threads", "log_to_stderr", "run"]
 
 
-def __getattr__(name: str):
-    """``mpicoded.TorchJob``, imported (with torch) only when asked for."""
+def __getattr__(name: str) -> type:
+    """``mpicoded.TorchJob`` (with torch), ``RunResult`` and ``IterationRecord`` (the types a
+    run returns and a callback gets), imported only when asked for."""
     if name == "TorchJob":
         from .jobs.torchjob import TorchJob
 
         return TorchJob
+    if name == "RunResult":
+        from .runtime.result import RunResult
+
+        return RunResult
+    if name == "IterationRecord":
+        from .runtime.state import IterationRecord
+
+        return IterationRecord
     raise AttributeError(f"module 'mpicoded' has no attribute {name!r}")
 
 

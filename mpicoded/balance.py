@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -63,7 +65,7 @@ def optimal_split(n_tasks: int, moments: Moments, gamma: float = 1.0) -> np.ndar
 
     def next_level(p: int) -> float:
         k = loads[p] + 1
-        return c[p] + k * m[p] + gamma * math.sqrt(k * v[p])
+        return float(c[p] + k * m[p] + gamma * math.sqrt(k * v[p]))
 
     heap = [(next_level(p), p) for p in range(moments.n_workers)]
     heapq.heapify(heap)
@@ -85,7 +87,7 @@ def continuous_split(n_tasks: float, moments: Moments, gamma: float = 1.0) -> tu
         b = gamma * np.sqrt(v)
         room = np.maximum(tau - c, 0.0)
         root = (-b + np.sqrt(b * b + 4 * m * room)) / (2 * m)
-        return root * root
+        return cast(np.ndarray, root * root)
 
     low, high = 0.0, float(np.max(c) + n_tasks * np.max(m) + gamma * math.sqrt(n_tasks * np.max(v)))
     for _ in range(200):
@@ -127,7 +129,8 @@ class Candidate:
 
 def parameter_search(work: float, mu: np.ndarray, c: np.ndarray,
                      partitions: list[int], redundancies: list[float], gamma: float = 1.0,
-                     simulate_iteration=None) -> list[Candidate]:
+                     simulate_iteration: Callable[[Candidate], float] | None = None
+                     ) -> list[Candidate]:
     """Algorithm 1: over (K, C = work / K, Ω), the optimal split and its mismatch, best first.
 
     Task times are exponential with rate μ_p / C, so m_p = C / μ_p and v_p = m_p². If given,
@@ -255,7 +258,7 @@ class Estimator:
             ratio = np.minimum(room / m, 700.0)
             truncated_mean = m - weight * room * np.exp(-ratio) / (1.0 - np.exp(-ratio))
             c = np.clip(first - truncated_mean, 0.0, first)
-        return c
+        return cast(np.ndarray, c)
 
     def _cv2(self) -> float:
         """The squared coefficient of variation of task times, pooled over the workers' gaps

@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class Checkpoint:
     fingerprint: str
 
 
-def fingerprint(settings: dict) -> str:
+def fingerprint(settings: dict[str, Any]) -> str:
     """What must match for a checkpoint to be resumed: the flags that shape the computation."""
     return json.dumps(settings, sort_keys=True, default=str)
 

@@ -11,6 +11,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser: a bijection on uint64 that scrambles every bit."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    return cast(np.ndarray, x ^ (x >> np.uint64(31)))
 
 
 def keyed_uniform(seed: int, *key: np.ndarray | int) -> np.ndarray:
@@ -41,7 +42,7 @@ def keyed_uniform(seed: int, *key: np.ndarray | int) -> np.ndarray:
         x = _mix(np.asarray(seed, dtype=np.int64).astype(np.uint64) + _GOLDEN)
         for part in key:
             x = _mix(x ^ (np.asarray(part, dtype=np.int64).astype(np.uint64) * _GOLDEN + _GOLDEN))
-    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
+    return cast(np.ndarray, ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53)
 
 
 _MOVES: dict[tuple[int, int, int], list[int]] = {}  # (seed, n, job) -> choices of blocks 0..
@@ -130,7 +131,7 @@ class DelayModel:
         workers = np.asarray(workers)
         if self.kind != "seed000":
             return np.zeros(workers.shape)
-        return np.array([c for _, c in self.profile])[workers]
+        return cast(np.ndarray, np.array([c for _, c in self.profile])[workers])
 
     def task_delays(self, workers: np.ndarray, job: int, iteration: int, slots: np.ndarray,
                     units: np.ndarray) -> np.ndarray:
@@ -142,10 +143,10 @@ class DelayModel:
             return np.zeros(units.shape)
         if self.kind == "seed001":  # one E ~ Exp(mean 1/mu) per worker and iteration
             shift = -np.log(keyed_uniform(self.seed, workers, job, iteration)) / self.mu
-            return units * (self.alpha + shift)
+            return cast(np.ndarray, units * (self.alpha + shift))
         if self.kind == "seed000":
             u = keyed_uniform(self.seed, workers, job, iteration, np.asarray(slots))
-            return -np.log(u) / self.rates[workers]
+            return cast(np.ndarray, -np.log(u) / self.rates[workers])
         slow = self.slow_mask(workers, job, iteration)
         return units * self.task_time * np.where(slow, self.slow_factor, 1.0)
 
@@ -156,7 +157,7 @@ class DelayModel:
             return np.zeros(workers.shape, dtype=bool)
         if self.slow_every:
             block = (iteration - self.slow_from) // self.slow_every
-            return workers == moving_choice(self.seed, self.n_workers, job, block)
+            return cast(np.ndarray, workers == moving_choice(self.seed, self.n_workers, job, block))
         return np.isin(workers, list(self.slow))
 
     def task_delay(self, worker: int, job: int, iteration: int, slot: int, units: float) -> float:
@@ -174,9 +175,9 @@ class DelayModel:
         """Wall-clock seconds for a model-time delay."""
         return model_time * self.time_scale
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """A JSON-able summary for metrics."""
-        out: dict = {"delay": self.kind, "seed": self.seed, "time_scale": self.time_scale}
+        out: dict[str, Any] = {"delay": self.kind, "seed": self.seed, "time_scale": self.time_scale}
         if self.kind == "seed001":
             out |= {"mu": self.mu, "alpha": self.alpha}
         elif self.kind == "seed000":

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import BLAS_VARS
 from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, parse_schedule
@@ -251,7 +252,7 @@ class StartWatch(threading.Thread):
     run yet, so the job can be started again. A job that ends by itself meanwhile (Ctrl-C, a
     rank's error, every rank gone) ended for another reason, and is not started again."""
 
-    def __init__(self, proc: subprocess.Popen, directory: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[Any], directory: Path) -> None:
         super().__init__(daemon=True)
         self.proc, self.directory = proc, directory
         self.died: int | None = None
@@ -303,14 +304,14 @@ def restart_note(rank: int, attempt: int, again: bool = True) -> str:
     return died + f"giving up after {attempt - 1} attempts"
 
 
-class MPIProcess(subprocess.Popen):
+class MPIProcess(subprocess.Popen[str]):
     """A started mpirun and the cpu groups of its throttled ranks (if any): the groups are removed
     as soon as mpirun has been reaped (``wait``, ``communicate``, ``finish_mpi``, ``kill_group``).
     Under ``--ft``, ``watch`` (if the program marks its start) names a rank that died in MPI's
     start-up, and ``again`` starts the same job anew."""
 
-    def __init__(self, *args, throttle: Throttle | None = None, started: str | None = None,
-                 **kwargs) -> None:
+    def __init__(self, *args: Any, throttle: Throttle | None = None, started: str | None = None,
+                 **kwargs: Any) -> None:
         self.throttle = throttle
         self.watch: StartWatch | None = None
         self.again: functools.partial[MPIProcess] | None = None
@@ -380,7 +381,7 @@ def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = N
     return proc
 
 
-def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
+def finish_mpi(proc: subprocess.Popen[str], timeout: float) -> Completed:
     """Wait for a started mpirun; on timeout ask its ranks where they are, kill its whole
     group and raise MPIRunTimeout. A job a rank of which died in MPI's start-up (``--ft``) is
     started again, up to START_RETRIES times, within the same ``timeout``."""
@@ -404,7 +405,7 @@ def finish_mpi(proc: subprocess.Popen, timeout: float) -> Completed:
         proc = again()
 
 
-def _finish_once(proc: subprocess.Popen, timeout: float) -> Completed:
+def _finish_once(proc: subprocess.Popen[str], timeout: float) -> Completed:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -421,10 +422,10 @@ def _finish_once(proc: subprocess.Popen, timeout: float) -> Completed:
         raise MPIRunTimeout(timeout, out or "", processes) from None
     finally:
         _release(proc)
-    return Completed(proc.returncode, out)
+    return Completed(proc.returncode, out or "")
 
 
-def ask_where(proc: subprocess.Popen) -> str | None:
+def ask_where(proc: subprocess.Popen[str]) -> str | None:
     """SIGUSR1 every rank of the mpirun ``proc`` and read its output for WHERE_WAIT_S while
     they answer: a rank of ``mpicoded.train`` prints its stack and what it waits for (a
     program that does not catch the signal dies of it, a moment before it would be killed
@@ -494,7 +495,7 @@ def descendants(pid: int) -> str:
     return "\n".join(r[-1] for r in rows if int(r[0]) in keep)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGTERM the process group, then SIGKILL what is left; then remove its cpu groups."""
     try:
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -510,7 +511,7 @@ def kill_group(proc: subprocess.Popen) -> None:
         _release(proc)
 
 
-def _release(proc: subprocess.Popen) -> None:
+def _release(proc: subprocess.Popen[str]) -> None:
     if isinstance(proc, MPIProcess):
         proc.release()
 
@@ -605,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _foreground(cmd: list[str], groups: Throttle | None, watched: bool = False) -> int:
     """mpirun's exit status (128 + N if signal N ended it); the groups are removed in any case.
     ``watched``: a job a rank of which died in MPI's start-up is started again (StartWatch)."""
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     stopping = threading.Event()  # asked to stop: never start the job again
 
     def forward(sig: int, frame: object) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 logger = logging.getLogger("mpicoded")
 _rank = -1
@@ -49,7 +49,13 @@ class _Formatter(logging.Formatter):
         return f"[mpicoded] {text}"
 
 
-class _Handler(logging.StreamHandler):
+if TYPE_CHECKING:
+    _StreamHandler = logging.StreamHandler[TextIO]
+else:  # not subscriptable at run time before Python 3.11
+    _StreamHandler = logging.StreamHandler
+
+
+class _Handler(_StreamHandler):
     """Lines on a stream; progress records redraw one line in place when it is a terminal."""
 
     def emit(self, record: logging.LogRecord) -> None:

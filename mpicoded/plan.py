@@ -339,7 +339,9 @@ def run_fingerprint(args: argparse.Namespace, n_workers: int, job: object) -> st
                              **{k: v for k, v in vars(args).items() if k not in free}})
 
 
-def make_splitter(args: argparse.Namespace, code: Code, profile, complexity: float):
+def make_splitter(args: argparse.Namespace, code: Code,
+                  profile: tuple[tuple[float, float], ...] | None,
+                  complexity: float) -> Splitter | None:
     """The load split, or None to run the code's own schedule."""
     if args.split == "uniform":
         return None

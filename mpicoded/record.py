@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import resource
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -13,6 +13,10 @@ from . import checkpoint as ckpt
 from .log import logger
 from .plan import Plan, job_settings
 from .stream import genie_iteration_time, serve_in_order
+
+if TYPE_CHECKING:
+    from .runtime.result import JobRecord, RunResult
+    from .runtime.state import IterationRecord
 
 
 def recorded_iterations(path: str, job: int) -> set[int]:
@@ -29,7 +33,7 @@ def recorded_iterations(path: str, job: int) -> set[int]:
     return done
 
 
-def save_output(path: str, result, stream: bool) -> None:
+def save_output(path: str, result: RunResult, stream: bool) -> None:
     """The final theta, or for a stream one row a job this run served."""
     array = np.stack(result.job_thetas) if stream else result.theta
     ckpt.write_atomically(path, lambda f: np.save(f, array))
@@ -47,14 +51,15 @@ class Progress:
         self.purged = 0
         self.loss: float | None = None
 
-    def job_done(self, job) -> None:
+    def job_done(self, job: JobRecord) -> None:
         if self.metrics is not None:
             self.metrics.write(json.dumps({"record": "job", **job.__dict__}) + "\n")
         if not self.quiet and self.jobs > 1:
             logger.info("job %d/%d done: in-order delay %.3f s, loss %s", job.job + 1,
                         self.jobs, job.in_order_delay_s, shown(job.final_loss))
 
-    def __call__(self, record, loss: float | None, theta=None) -> None:
+    def __call__(self, record: IterationRecord, loss: float | None,
+                 theta: np.ndarray | None = None) -> None:
         self.wall += record.wall_s
         self.seen += 1
         self.purged += record.purged_tasks
@@ -78,9 +83,9 @@ def shown(loss: float | None) -> str:
     return f"{loss:.6f}" if loss == 0 or abs(loss) >= 1e-3 else f"{loss:.3e}"
 
 
-def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
+def run_record(plan: Plan, result: RunResult, n_workers: int, initial_loss: float | None,
                master_max_pending: int = 0, chunk_rows: int = 0, placed_bytes: int = 0,
-               master_result_cpu: tuple[float, int] = (0.0, 0)) -> dict:
+               master_result_cpu: tuple[float, int] = (0.0, 0)) -> dict[str, Any]:
     """The final metrics line: config, code, totals and the makespan."""
     records = result.records
     wall = [r.wall_s for r in records]
@@ -118,7 +123,7 @@ def run_record(plan: Plan, result, n_workers: int, initial_loss: float | None,
     }
 
 
-def stream_summary(plan: Plan, result) -> dict:
+def stream_summary(plan: Plan, result: RunResult) -> dict[str, Any]:
     """Jobs, mean in-order delay, and the genie's lower bound for the same realized delays."""
     delay, code = plan.delay, plan.code
     genie = [sum(delay.seconds(genie_iteration_time(delay, code.n_workers, j, it,
@@ -135,7 +140,7 @@ def stream_summary(plan: Plan, result) -> dict:
     return out
 
 
-def summary_table(record: dict) -> str:
+def summary_table(record: dict[str, Any]) -> str:
     rows = [
         ("iterations", f"{record['iterations']}"),
         ("mean iteration", f"{record['mean_iteration_s'] * 1e3:.1f} ms"),

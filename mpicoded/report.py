@@ -8,14 +8,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .dashboard import missing_extra
 from .runtime.trace import FINISHED, OUTCOMES
 
+Record = dict[str, Any]  # one line of a metrics file
 
-def read(path: Path) -> tuple[list[dict], list[dict], dict, list[dict]]:
+
+def read(path: Path) -> tuple[list[Record], list[Record], Record, list[Record]]:
     """Iteration, job, run and task records of a metrics file; ValueError if it is not one."""
     try:
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -30,7 +33,8 @@ def read(path: Path) -> tuple[list[dict], list[dict], dict, list[dict]]:
     return its, jobs, runs[-1] if runs else {}, tasks
 
 
-def summary(its: list[dict], jobs: list[dict], run: dict, tasks: list[dict] | None = None) -> str:
+def summary(its: list[Record], jobs: list[Record], run: Record,
+            tasks: list[Record] | None = None) -> str:
     wall = np.array([r["wall_s"] for r in its])
     rows = [
         ("iterations", f"{len(its)}"),
@@ -66,7 +70,7 @@ def summary(its: list[dict], jobs: list[dict], run: dict, tasks: list[dict] | No
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
+def timeline(its: list[Record], tasks: list[Record]) -> list[tuple[str, str]]:
     """Where an iteration's time goes, from the task trace (medians over iterations, on rank
     0's clock): from sending it out to the workers' first, median and last task start, a task
     computed to the end, the last result used to the decode, the decode to the next send-out."""
@@ -74,7 +78,7 @@ def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
         return []
     outcomes = {o: sum(t["outcome"] == o for t in tasks) for o in OUTCOMES}
     rows = [("task outcomes", ", ".join(f"{o} {n}" for o, n in outcomes.items()))]
-    by_key: dict[tuple, list[dict]] = {}
+    by_key: dict[tuple[Any, ...], list[Record]] = {}
     for t in tasks:
         by_key.setdefault((t["job"], t["iteration"], t.get("epoch", 0)), []).append(t)
     starts, last_used, next_out = [], [], []
@@ -105,7 +109,7 @@ def timeline(its: list[dict], tasks: list[dict]) -> list[tuple[str, str]]:
     return rows
 
 
-def plot(its: list[dict], out: Path, stem: str) -> list[Path]:
+def plot(its: list[Record], out: Path, stem: str) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")

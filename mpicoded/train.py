@@ -14,6 +14,7 @@ import io
 import os
 import signal
 import sys
+from typing import Any, NoReturn
 
 from . import __version__, run
 from .jobs import BUILTINS, AnyJob, JobSpecError, build_job
@@ -42,7 +43,7 @@ DATA_FLAGS = ("samples", "features", "dataset", "lr", "graph", "damping", "nodes
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print usage and exit 2 on this rank alone
+    def error(self, message: str) -> NoReturn:  # argparse would print usage and exit 2 on this rank alone
         raise UsageError(message)
 
 
@@ -107,7 +108,7 @@ def parse(argv: list[str], rank: int) -> argparse.Namespace:
         return build_parser().parse_args(argv)
 
 
-def run_options(args: argparse.Namespace) -> dict:
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed flags that are ``mpicoded.run`` options."""
     return {name: getattr(args, name) for name in OPTIONS}
 

@@ -45,6 +45,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .cdc import bench_cdc
 from .common import float_list
@@ -60,7 +61,7 @@ from .runtime import OVERHEAD_SIZES, bench_overhead, bench_purge, parse_sizes
 from .simscale import bench_sim_scale
 from .tax import PAGERANK_NODES, ROWS_A_WORKER, bench_straggler_tax
 
-SCENARIOS: dict[str, Callable[[argparse.Namespace], dict]] = {
+SCENARIOS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "purge": bench_purge,
     "overhead": bench_overhead,
     "decode": bench_decode,

@@ -8,6 +8,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..launcher import run_mpi
 from .common import TIMEOUT_S, table
@@ -24,7 +25,7 @@ CASES = (  # (storage, files)
 )
 
 
-def cdc_run(storage: list[int], files: int, job: str, seed: int) -> dict:
+def cdc_run(storage: list[int], files: int, job: str, seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cdc.json"
         done = run_mpi(len(storage), ["-m", "mpicoded.cdc", "--storage",
@@ -33,10 +34,11 @@ def cdc_run(storage: list[int], files: int, job: str, seed: int) -> dict:
                        timeout=TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"mpicoded.cdc {storage} {files} failed:\n{done.output[-3000:]}")
-        return json.loads(path.read_text())
+        out: dict[str, Any] = json.loads(path.read_text())
+        return out
 
 
-def bench_cdc(args: argparse.Namespace) -> dict:
+def bench_cdc(args: argparse.Namespace) -> dict[str, Any]:
     rows, out = [], {}
     for storage, files in CASES:
         print(f"[bench] cdc {storage} N={files} ...", file=sys.stderr, flush=True)

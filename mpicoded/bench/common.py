@@ -6,6 +6,7 @@ import dataclasses
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..launcher import run_mpi
 from ..throttle import Schedule, ThrottleError, find_controller
@@ -15,7 +16,7 @@ AGREE, DISAGREE = 0.10, 0.15  # MPI against the simulator: the goal, and where a
 
 
 def train_run(ranks: int, flags: list[str], records: bool = False,
-              throttle: dict[int, float] | Schedule | None = None) -> dict:
+              throttle: dict[int, float] | Schedule | None = None) -> dict[str, Any]:
     """One mpicoded.train run; its final run record (with ``"iterations_records"`` if asked).
     ``throttle`` puts ranks under CPU quotas, fixed or on a schedule (real slow ranks; root)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -27,7 +28,7 @@ def train_run(ranks: int, flags: list[str], records: bool = False,
         if done.returncode != 0:
             raise RuntimeError(f"mpicoded.train {' '.join(flags)} failed:\n{done.output[-3000:]}")
         rows = [json.loads(line) for line in path.read_text().splitlines()]
-    run = rows[-1]
+    run: dict[str, Any] = rows[-1]
     if records:
         run["iteration_records"] = [r for r in rows if r["record"] == "iteration"]
     return run

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ..throttle import Key, Schedule, Throttle, check_fraction
 from .common import needs_quotas, table, train_run
@@ -46,7 +47,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> dict:
+def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> dict[str, Any]:
     """One DDP run of ``world`` processes, each in its cpu group; rank 0's log, parsed."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ddp.jsonl"
@@ -85,7 +86,7 @@ def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> 
     return {"step_s": makespan / steps, "makespan_s": makespan, "curve": curve}
 
 
-def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule) -> dict:
+def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule) -> dict[str, Any]:
     run = train_run(ranks, ["--job", "mpicoded.bench.ddp_job:bench_job", "--delay", "none",
                             "--iterations", str(steps), "--loss-every", "1", *flags],
                     records=True, throttle=schedule)
@@ -100,7 +101,7 @@ def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
     return next((t for t, loss in curve if loss <= target), None)
 
 
-def bench_ddp(args: argparse.Namespace) -> dict:
+def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
     needs_quotas("ddp")
     try:
         import torch  # noqa: F401
@@ -111,7 +112,7 @@ def bench_ddp(args: argparse.Namespace) -> dict:
     env = {**os.environ, "MPICODED_DDP_SHAPE": f"{args.samples},{args.features},{args.hidden}"}
     os.environ["MPICODED_DDP_SHAPE"] = env["MPICODED_DDP_SHAPE"]  # mpirun's ranks inherit it
     schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, SCHEMES, "--schemes")
-    runs: dict[str, dict] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for pattern in PATTERNS:
         slow = pattern == "slow"
         print(f"[bench] ddp, {pattern}: PyTorch DDP ...", file=sys.stderr, flush=True)

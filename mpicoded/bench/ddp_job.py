@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
     return X, y
 
 
-def optimizer(params) -> torch.optim.Optimizer:
+def optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
-from ..codes import make_code
+from ..codes import Code, make_code
 from .common import table
 
 DECODE_CASES = (  # (code, parameters from n, largest n)
@@ -19,7 +20,7 @@ DECODE_CASES = (  # (code, parameters from n, largest n)
 )
 
 
-def arrival_order(code, rng: np.random.Generator) -> list[int]:
+def arrival_order(code: Code, rng: np.random.Generator) -> list[int]:
     """Task results in the order they would reach the master under paper 001's delays: each
     worker draws E ~ Exp(mean 0.1) an iteration and each of its tasks takes 0.01 + E."""
     finish = []
@@ -29,7 +30,7 @@ def arrival_order(code, rng: np.random.Generator) -> list[int]:
     return [t for _, t in sorted(finish)]
 
 
-def bench_decode(args: argparse.Namespace) -> dict:
+def bench_decode(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     rows, out = [], {}
     for name, params_of, largest in DECODE_CASES:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ..launcher import run_mpi
 from .common import TIMEOUT_S, table, train_run
 
 
-def bench_dispatch(args: argparse.Namespace) -> dict:
+def bench_dispatch(args: argparse.Namespace) -> dict[str, Any]:
     modes = args.wait.split(",")
     runs = {}
     for mode in modes:

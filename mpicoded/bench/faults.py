@@ -11,12 +11,14 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +56,7 @@ class Cell:
     output: str
 
 
-def records(path: Path) -> list[dict]:
+def records(path: Path) -> list[dict[str, Any]]:
     """The metrics records written so far (a torn last line left out)."""
     if not path.exists():
         return []
@@ -77,7 +79,7 @@ def mpi_loaded(pid: int) -> bool:
 
 def trigger(phase: str, iterations: int) -> Callable[[Path, dict[int, int]], bool]:
     """When ``phase`` has come, from the run's metrics file and its ranks' processes."""
-    def seen(kind: str, **fields) -> Callable[[Path, dict[int, int]], bool]:
+    def seen(kind: str, **fields: Any) -> Callable[[Path, dict[int, int]], bool]:
         return lambda path, pids: any(
             r.get("record") == kind and all(r.get(k) == v for k, v in fields.items())
             for r in records(path))
@@ -157,14 +159,14 @@ def run_cell(scheme: str, phase: str | None, iterations: int, out: Path,
                 output)
 
 
-def _finish(proc) -> Completed | BaseException:
+def _finish(proc: subprocess.Popen[str]) -> Completed | BaseException:
     try:
         return finish_mpi(proc, TIMEOUT_S)
     except MPIRunTimeout as exc:
         return exc
 
 
-def bench_faults(args: argparse.Namespace) -> dict:
+def bench_faults(args: argparse.Namespace) -> dict[str, Any]:
     schemes = [s.strip() for s in (args.schemes or ",".join(SCHEMES)).split(",")]
     phases = [p.strip() for p in (args.patterns or ",".join(PHASES)).split(",")]
     bad = [s for s in schemes if s not in SCHEMES] + [p for p in phases if p not in PHASES]

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from .common import table, train_run
 
@@ -21,7 +22,7 @@ SCHEMES = {
 }
 
 
-def bench_pagerank(args: argparse.Namespace) -> dict:
+def bench_pagerank(args: argparse.Namespace) -> dict[str, Any]:
     common = ["--job", "pagerank", "--nodes", str(args.nodes), "--iterations",
               str(args.iterations), "--delay", "seed001", "--seed", str(args.seed),
               "--loss-every", "0"]

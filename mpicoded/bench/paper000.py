@@ -12,10 +12,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..balance import Moments, Splitter, parameter_search
+from ..balance import Candidate, Moments, Splitter, parameter_search
 from ..codes import make_code
 from ..delays import PAPER000_PROFILE, DelayModel
 from ..sim import Simulator, expected_iteration_time
@@ -28,7 +29,7 @@ SPLITS = ("uniform", "optimal", "adaptive")
 WORK, RATE, ITERATIONS, WORKERS = 100.0, 0.01, 10, 20
 
 
-def simulated(k: int, omega: float, jobs: int, seed: int) -> dict:
+def simulated(k: int, omega: float, jobs: int, seed: int) -> dict[str, Any]:
     code = make_code("mds", WORKERS, partitions=k, redundancy=omega)
     complexity = WORK / k
     delay = DelayModel("seed000", seed=seed, profile=PAPER000_PROFILE, complexity=complexity)
@@ -47,7 +48,7 @@ def simulated(k: int, omega: float, jobs: int, seed: int) -> dict:
     return out
 
 
-def measured(k: int, omega: float, jobs: int, seed: int, time_scale: float) -> dict:
+def measured(k: int, omega: float, jobs: int, seed: int, time_scale: float) -> dict[str, Any]:
     out = {}
     for split in SPLITS:
         run = train_run(WORKERS + 1, [
@@ -62,7 +63,7 @@ def measured(k: int, omega: float, jobs: int, seed: int, time_scale: float) -> d
     return out
 
 
-def plot(sim: dict, mpi: dict, path: Path) -> None:
+def plot(sim: dict[str, Any], mpi: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,13 +92,13 @@ def plot(sim: dict, mpi: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def search(seed: int) -> list:
+def search(seed: int) -> list[Any]:
     """Algorithm 1 over the bench's grid: least mismatch first, the simulator's expected
     iteration time beside each candidate."""
     mu = np.array([m for m, _ in PAPER000_PROFILE])
     c = np.array([c for _, c in PAPER000_PROFILE])
 
-    def simulated_time(cand) -> float:
+    def simulated_time(cand: Candidate) -> float:
         code = make_code("mds", WORKERS, partitions=cand.partitions, redundancy=cand.redundancy)
         delay = DelayModel("seed000", seed=seed, profile=PAPER000_PROFILE,
                            complexity=cand.complexity)
@@ -113,7 +114,7 @@ def search(seed: int) -> list:
     return ranked
 
 
-def bench_paper000(args: argparse.Namespace) -> dict:
+def bench_paper000(args: argparse.Namespace) -> dict[str, Any]:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     search(args.seed)

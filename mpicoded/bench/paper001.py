@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ TOLERANCES = (0.0, 0.05, 0.10, 0.15, 0.20)
 WORKERS, LOAD = 20, 3
 
 
-def simulated(scheme: str, tolerance: float, iterations: int, seed: int) -> dict:
+def simulated(scheme: str, tolerance: float, iterations: int, seed: int) -> dict[str, Any]:
     code = make_code(scheme, WORKERS, load=LOAD)
     m = int(np.floor(tolerance * code.n_partitions + 1e-9))
     res = simulate(code, DelayModel("seed001", seed=seed), iterations, tolerance=m,
@@ -36,7 +37,7 @@ def simulated(scheme: str, tolerance: float, iterations: int, seed: int) -> dict
             "volume": [r.volume for r in res.records], "events_per_s": res.events_per_s}
 
 
-def measured(scheme: str, tolerance: float, iterations: int, seed: int) -> dict:
+def measured(scheme: str, tolerance: float, iterations: int, seed: int) -> dict[str, Any]:
     run = train_run(WORKERS + 1, ["--job", "linreg", "--code", scheme, "--load", str(LOAD),
                                   "--tolerance", str(tolerance), "--delay", "seed001",
                                   "--seed", str(seed), "--iterations", str(iterations),
@@ -45,7 +46,7 @@ def measured(scheme: str, tolerance: float, iterations: int, seed: int) -> dict:
     return {key: [r[key] for r in recs] for key in ("wall_s", "messages", "volume")}
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,10 +73,10 @@ def plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def bench_paper001(args: argparse.Namespace) -> dict:
+def bench_paper001(args: argparse.Namespace) -> dict[str, Any]:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: dict = {}
+    results: dict[str, Any] = {}
     rows = []
     tolerances = args.tolerances or TOLERANCES
     for scheme in SCHEMES:
@@ -99,7 +100,7 @@ def bench_paper001(args: argparse.Namespace) -> dict:
           f"seed {args.seed}")
     print(table(["scheme", "tol", "sim ms", "sim ms (same its)", "MPI ms", "MPI/sim",
                  "sim msgs", "MPI msgs", "sim volume", "MPI volume"], rows))
-    summary: dict = {"worst_mpi_sim_disagreement": max(
+    summary: dict[str, Any] = {"worst_mpi_sim_disagreement": max(
         abs(r["mpi_over_sim_same_iterations"] - 1) for s in SCHEMES for r in results[s])}
     at = {r["tolerance"]: i for i, r in enumerate(results["cpgc"])}
     if 0.05 in at:

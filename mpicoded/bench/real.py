@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from .common import have_matplotlib, needs_quotas, table, train_run
 
@@ -42,7 +43,7 @@ NO_SPARE = splits(["--code", "uncoded", "--partitions", "12"])  # 7 ranks
 
 
 def measure(ranks: int, schemes: dict[str, list[str]], common: list[str],
-            throttle: dict[int, float]) -> dict[str, dict]:
+            throttle: dict[int, float]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, flags in schemes.items():
         print(f"[bench] real-stragglers, {ranks} ranks: {name} ...", file=sys.stderr, flush=True)
@@ -55,7 +56,7 @@ def measure(ranks: int, schemes: dict[str, list[str]], common: list[str],
     return out
 
 
-def speedups(runs: dict[str, dict], base: str) -> list[list[str]]:
+def speedups(runs: dict[str, dict[str, Any]], base: str) -> list[list[str]]:
     """Table rows, and each run's speedups over ``base`` written into it."""
     rows = []
     for name, run in runs.items():
@@ -75,7 +76,7 @@ HEADER = ["scheme", "mean it (ms)", "job done (s)", "makespan (s)", "computed", 
           "it speedup", "makespan speedup", "makespan/it"]
 
 
-def bench_real_stragglers(args: argparse.Namespace) -> dict:
+def bench_real_stragglers(args: argparse.Namespace) -> dict[str, Any]:
     needs_quotas("real-stragglers")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,7 @@ def bench_real_stragglers(args: argparse.Namespace) -> dict:
     return summary
 
 
-def plot(small: dict, large: dict, no_spare: dict, path: Path) -> None:
+def plot(small: dict[str, Any], large: dict[str, Any], no_spare: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -6,12 +6,13 @@ import argparse
 import json
 import statistics
 import sys
+from typing import Any
 
 from ..launcher import run_mpi
 from .common import TIMEOUT_S, table, train_run
 
 
-def bench_purge(args: argparse.Namespace) -> dict:
+def bench_purge(args: argparse.Namespace) -> dict[str, Any]:
     common = ["--job", "logreg", "--delay", "persistent", "--task-time", str(args.task_time),
               "--slow-workers", "3", "--slow-factor", "10", "--iterations", str(args.iterations),
               "--seed", str(args.seed), "--samples", "6000", "--features", "20"]
@@ -65,14 +66,14 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     return sizes
 
 
-def steady_iteration_s(records: list[dict]) -> float:
+def steady_iteration_s(records: list[dict[str, Any]]) -> float:
     """Seconds an iteration takes once warm: from the start of iteration WARMUP to the start of
     the last, per iteration (the master's own work between iterations included)."""
     timed = records[WARMUP:]
-    return (timed[-1]["started_s"] - timed[0]["started_s"]) / (len(timed) - 1)
+    return float((timed[-1]["started_s"] - timed[0]["started_s"]) / (len(timed) - 1))
 
 
-def bench_overhead(args: argparse.Namespace) -> dict:
+def bench_overhead(args: argparse.Namespace) -> dict[str, Any]:
     """mpicoded with its default flags (the loss decoded with the gradient, metrics written)
     against a plain mpi4py loop, per iteration once warm, for each --wait mode asked for.
 
@@ -80,7 +81,7 @@ def bench_overhead(args: argparse.Namespace) -> dict:
     runs the plain loop, then mpicoded, then mpicoded with --no-trace, and the ratios are taken
     within a round; the table gives the median round (and the range of the ratio)."""
     rows: list[list[str]] = []
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for samples, features in args.sizes:
         size = ["--samples", str(samples), "--features", str(features), "--seed", str(args.seed)]
         key = f"{samples}x{features}"
@@ -107,7 +108,7 @@ def bench_overhead(args: argparse.Namespace) -> dict:
     return out
 
 
-def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index: int) -> dict:
+def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index: int) -> dict[str, Any]:
     """One round: the plain loop, mpicoded and mpicoded --no-trace, back to back."""
     label = f"overhead {size[1]}x{size[3]}, wait {mode}, round {index + 1}/{args.repeats}"
     print(f"[bench] {label}: plain mpi4py loop ...", file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from ..codes import make_code
 from ..delays import DelayModel
@@ -11,7 +12,7 @@ from ..sim import simulate
 from .common import table
 
 
-def bench_sim_scale(args: argparse.Namespace) -> dict:
+def bench_sim_scale(args: argparse.Namespace) -> dict[str, Any]:
     rows, out = [], {}
     for stragglers in (1, 100, 1000):
         start = time.perf_counter()

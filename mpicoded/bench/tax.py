@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..throttle import Schedule, parse_schedule
 from .common import have_matplotlib, needs_quotas, table, train_run
@@ -74,7 +76,7 @@ def schedule(pattern: str, cap: float | None, fraction: float, ranks: int) -> Sc
     return parse_schedule(",".join(items), ranks) if items else None
 
 
-def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule | None) -> dict:
+def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule | None) -> dict[str, Any]:
     if "adaptive" in flags:
         flags = [*flags, "--partitions", str(4 * (ranks - 1))]
     run = train_run(ranks, [*common, *flags], records=True, throttle=throttle)
@@ -90,7 +92,7 @@ def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule 
                            for r in its]}  # from the first iteration's start
 
 
-def bench_straggler_tax(args: argparse.Namespace) -> dict:
+def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
     needs_quotas("straggler-tax")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -102,11 +104,11 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
     ranks = args.ranks
     n = ranks - 1
     limit = n / (n - 1 + args.small_fraction)
-    result: dict = {"settings": {"ranks": ranks, "job": args.job, "data": data[1:],
+    result: dict[str, Any] = {"settings": {"ranks": ranks, "job": args.job, "data": data[1:],
                                  "samples": args.samples,
                                  "iterations": args.iterations, "cap": args.cap,
                                  "fraction": args.small_fraction, "limit": limit}}
-    summary: dict = {}
+    summary: dict[str, Any] = {}
     schemes = {name: known[name] for name in chosen(args.schemes, known, "--schemes")}
     patterns = chosen(args.patterns, PATTERNS, "--patterns")
     settings = {"capped": args.cap, "uncapped": None}
@@ -115,7 +117,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
                          "needs uncoded and --patterns none")
     for setting in chosen(args.settings, settings, "--settings"):
         cap = settings[setting]
-        runs: dict = {}
+        runs: dict[str, Any] = {}
         for pattern in patterns:
             for name, flags in schemes.items():
                 print(f"[bench] straggler-tax {setting}, {pattern}: {name} ...", file=sys.stderr,
@@ -174,7 +176,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict:
     return summary
 
 
-def chosen(given: str | None, known, flag: str) -> list[str]:
+def chosen(given: str | None, known: Iterable[str], flag: str) -> list[str]:
     """The comma-separated names of ``given`` (all of ``known`` if None), each checked."""
     names = list(known) if given is None else [n.strip() for n in given.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
@@ -183,7 +185,7 @@ def chosen(given: str | None, known, flag: str) -> list[str]:
     return names
 
 
-def plot(result: dict, out_dir: Path, names: list[str], patterns: list[str]) -> None:
+def plot(result: dict[str, Any], out_dir: Path, names: list[str], patterns: list[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -16,11 +16,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 from mpi4py import MPI
 
-from .allocation import allocate, check_storage
+from .allocation import Allocation, allocate, check_storage
 from .job import JOBS, make_files, map_file, reduce_values, reference, value_length
 from .scheme import ShufflePlan, plan_shuffle, uncoded_plan
 
@@ -28,7 +29,7 @@ VOCABULARY = 240
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise ValueError(message)
 
 
@@ -64,7 +65,7 @@ def packets_of(value: np.ndarray, packets: int) -> list[np.ndarray]:
     return np.split(raw, packets)
 
 
-def shuffle(comm, plan: ShufflePlan, mine: dict[tuple[int, int], np.ndarray], coded: bool,
+def shuffle(comm: MPI.Comm, plan: ShufflePlan, mine: dict[tuple[int, int], np.ndarray], coded: bool,
             size: int) -> tuple[dict[tuple[int, int, int], np.ndarray], int]:
     """Carry out the plan; returns the packets this node decoded and the payload bytes it sent.
 
@@ -103,7 +104,8 @@ def shuffle(comm, plan: ShufflePlan, mine: dict[tuple[int, int], np.ndarray], co
     return got, sent
 
 
-def run_shuffle(comm, args, allocation, plan: ShufflePlan, coded: bool, files) -> dict:
+def run_shuffle(comm: MPI.Comm, args: argparse.Namespace, allocation: Allocation,
+                plan: ShufflePlan, coded: bool, files: list[np.ndarray]) -> dict[str, Any]:
     rank, k_nodes = comm.Get_rank(), comm.Get_size()
     length = value_length(args.job, k_nodes, VOCABULARY)
     pad = (-length) % plan.packets  # so the bytes split evenly into packets
@@ -127,6 +129,7 @@ def run_shuffle(comm, args, allocation, plan: ShufflePlan, coded: bool, files) -
     bytes_sent = comm.reduce(sent, op=MPI.SUM, root=0)
     if rank:
         return {}
+    assert outputs is not None and bytes_sent is not None  # rank 0 gathered them
     expected = reference(args.job, files, k_nodes, VOCABULARY)
     verified = all(np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
     return {"load": plan.load, "bytes_sent": int(bytes_sent), "value_bytes": size,

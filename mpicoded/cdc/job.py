@@ -10,12 +10,15 @@ packets: v_{q,n} is a histogram of file n over the keys that reducer q owns.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 JOBS = ("wordcount", "sort")
 
 
-def make_files(job: str, n_files: int, seed: int, size: int = 200, vocabulary: int = 240):
+def make_files(job: str, n_files: int, seed: int, size: int = 200,
+               vocabulary: int = 240) -> list[np.ndarray]:
     """Synthetic input: ``n_files`` arrays of ``size`` keys in [0, vocabulary)."""
     rng = np.random.default_rng([seed, 2])
     if job == "wordcount":  # Zipf-like word frequencies
@@ -51,11 +54,12 @@ def reduce_values(job: str, q: int, n_reducers: int, vocabulary: int,
     keys = owned_keys(job, q, n_reducers, vocabulary)
     total = np.sum(values, axis=0)[: len(keys)]
     if job == "wordcount":
-        return total
+        return cast(np.ndarray, total)
     return np.repeat(keys, total)
 
 
-def reference(job: str, files: list[np.ndarray], n_reducers: int, vocabulary: int):
+def reference(job: str, files: list[np.ndarray], n_reducers: int,
+              vocabulary: int) -> list[np.ndarray]:
     """Every reducer's output computed in one process, for verification."""
     return [reduce_values(job, q, n_reducers, vocabulary,
                           [map_file(job, f, q, n_reducers, vocabulary) for f in files])

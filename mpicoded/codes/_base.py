@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -122,9 +123,9 @@ class Code:
     schedule: tuple[tuple[int, ...], ...]
     target: str
     decoder_cls: type[Decoder]
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     messages: str = "multi"
-    built_with: dict = field(default_factory=dict)  # the parameters make_code was given
+    built_with: dict[str, Any] = field(default_factory=dict)  # the parameters make_code was given
 
     def __post_init__(self) -> None:
         self.B = np.asarray(self.B, dtype=np.float64)
@@ -139,11 +140,11 @@ class Code:
 
     @property
     def n_tasks(self) -> int:
-        return self.B.shape[0]
+        return int(self.B.shape[0])
 
     @property
     def n_partitions(self) -> int:
-        return self.B.shape[1]
+        return int(self.B.shape[1])
 
     @property
     def n_workers(self) -> int:
@@ -168,7 +169,7 @@ class Code:
         """A fresh decoder for one iteration."""
         return self.decoder_cls(self, tolerance)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """A JSON-able summary for metrics and logs."""
         return {
             "name": self.name,

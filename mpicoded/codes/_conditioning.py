@@ -12,7 +12,7 @@ MAX_SETS = 2000  # erasure sets checked exhaustively up to this many, sampled be
 WORK = 2e7  # budget of (rows x columns^2) work for the sampled checks of a large code
 
 
-def erasure_sets(n: int, s: int, rng: np.random.Generator, limit: int = MAX_SETS) -> list[tuple]:
+def erasure_sets(n: int, s: int, rng: np.random.Generator, limit: int = MAX_SETS) -> list[tuple[int, ...]]:
     """Every size-s subset of range(n) when there are at most ``limit``, else samples: ``limit``
     of them, fewer for large codes so the check stays under a second or so."""
     if math.comb(n, s) <= limit:
@@ -21,13 +21,13 @@ def erasure_sets(n: int, s: int, rng: np.random.Generator, limit: int = MAX_SETS
     return [tuple(sorted(rng.choice(n, size=s, replace=False))) for _ in range(samples)]
 
 
-def worst_condition(B: np.ndarray, sets: list[tuple]) -> float:
+def worst_condition(B: np.ndarray, sets: list[tuple[int, ...]]) -> float:
     """Largest condition number of B with the rows of any one erasure set removed."""
     everything = np.arange(B.shape[0])
     return max(float(np.linalg.cond(B[np.setdiff1d(everything, S)])) for S in sets)
 
 
-def best_conditioned(draw: Callable[[], np.ndarray], sets: list[tuple],
+def best_conditioned(draw: Callable[[], np.ndarray], sets: list[tuple[int, ...]],
                      candidates: int = 8) -> tuple[np.ndarray, float]:
     """Draw ``candidates`` matrices and keep the one whose worst erasure set is best conditioned."""
     best, best_cond = None, math.inf

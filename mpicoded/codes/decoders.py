@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ._base import Code, Decoder
@@ -72,12 +74,12 @@ class GenericDecoder(Decoder):
         flat = values.reshape(len(values), -1)
         if self.code.target == "sum":
             coef = np.linalg.lstsq(rows.T, np.ones(self.code.n_partitions), rcond=None)[0]
-            return (coef @ flat).reshape(values.shape[1:])
+            return cast(np.ndarray, (coef @ flat).reshape(values.shape[1:]))
         # the small matrix's pseudo-inverse, then one product: lstsq factors the right-hand
         # side too (5 x 5 rows, 24000 values each: 4.1 ms against 0.13)
         each = np.linalg.pinv(rows) @ flat
         each[self.missing_partitions] = np.nan
-        return each.reshape((self.code.n_partitions, *values.shape[1:]))
+        return cast(np.ndarray, each.reshape((self.code.n_partitions, *values.shape[1:])))
 
 
 def _intervals(code: Code) -> list[tuple[int, int]]:
@@ -179,7 +181,7 @@ class IntervalDecoder(Decoder):
         return self._missing
 
     def _result(self) -> np.ndarray:
-        return np.sum([self.value(t) for t in self._path], axis=0)
+        return cast(np.ndarray, np.sum([self.value(t) for t in self._path], axis=0))
 
 
 class PeelingDecoder(Decoder):
@@ -251,7 +253,7 @@ class PeelingDecoder(Decoder):
             b = B[t, p]
             solved[p] = v if b == 1.0 else v / b  # uncoded: no division, no copy
         if self.code.target == "sum":
-            return np.sum(list(solved.values()), axis=0)
+            return cast(np.ndarray, np.sum(list(solved.values()), axis=0))
         first = next(iter(solved.values()))
         each = np.full((self.code.n_partitions, *first.shape), np.nan)
         for p, v in solved.items():

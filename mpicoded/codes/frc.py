@@ -12,6 +12,7 @@ FRC: the runs line up into n/(s+1) groups of s+1 workers computing the same sum.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def run_lengths(k: int, weights: np.ndarray) -> np.ndarray:
     lengths = np.floor(share).astype(int)
     order = np.argsort(-(share - lengths), kind="stable")
     lengths[order[: k - lengths.sum()]] += 1
-    return lengths
+    return cast(np.ndarray, lengths)
 
 
 def congruence_classes(n: int, s: int, speeds: np.ndarray | None) -> list[list[int]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class PieceDecoder(Decoder):
         complete = self._left == 0
         used = [t for t in self.tasks if complete[pieces[t].key]]
         if self.code.target == "sum":
-            return np.sum([self.value(t) for t in used], axis=0)
+            return cast(np.ndarray, np.sum([self.value(t) for t in used], axis=0))
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
         out[complete] = 0.0
@@ -148,8 +149,8 @@ def piece_cost(code: Code) -> np.ndarray:
     block's rows (one unit too, as a pre-coded task costs one)."""
     rows = np.array([p.stop - p.start for p in code.params["pieces"]], dtype=np.float64)
     if "ranges" in code.params:
-        return rows / code.params["ranges"][-1][1]
-    return rows / (rows.sum() / code.n_partitions)
+        return cast(np.ndarray, rows / code.params["ranges"][-1][1])
+    return cast(np.ndarray, rows / (rows.sum() / code.n_partitions))
 
 
 class RangeDecoder(Decoder):

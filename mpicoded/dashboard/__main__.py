@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from . import missing_extra
+
+if TYPE_CHECKING:
+    from bokeh.server.server import Server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def watch(server, pid: int) -> None:
+def watch(server: Server, pid: int) -> None:
     """Stop ``server`` once process ``pid`` is gone (checked every second): a dashboard started
     beside a run ends with it, even when the run is aborted or killed."""
     from tornado.ioloop import PeriodicCallback

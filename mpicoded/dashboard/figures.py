@@ -77,11 +77,11 @@ class Panels:
             ("end", "@right{0.0000} s")]))
         items = []  # by outcome: the bars share one source, so one invisible dot an outcome
         for name, color in COLORS.items():
-            dot: GlyphRenderer = stream.scatter(x=[math.nan], y=[math.nan], color=color, size=8)
+            dot: GlyphRenderer[Any] = stream.scatter(x=[math.nan], y=[math.nan], color=color, size=8)
             items.append(LegendItem(label=name, renderers=[dot]))
         stream.add_layout(Legend(items=items), "right")
 
-        def small(title: str, y_label: str):
+        def small(title: str, y_label: str) -> figure:
             return figure(title=title, height=250, sizing_mode="stretch_width",
                           x_axis_label="iteration (all jobs)", y_axis_label=y_label,
                           tools="pan,wheel_zoom,box_zoom,reset,save")
@@ -101,7 +101,7 @@ class Panels:
         loads = DataRange1d(start=0)  # tasks, on an axis of their own
         speed.extra_y_ranges = {"load": loads}
         speed.add_layout(LinearAxis(y_range_name="load", axis_label="tasks"), "right")
-        dots: GlyphRenderer = speed.scatter(x="worker", y="load", source=self.workers, size=9,
+        dots: GlyphRenderer[Any] = speed.scatter(x="worker", y="load", source=self.workers, size=9,
                                             color="black", legend_label="load (tasks)",
                                             y_range_name="load")
         loads.renderers = [dots]

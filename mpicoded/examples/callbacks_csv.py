@@ -22,7 +22,8 @@ class CsvLog:
         self.rows.writerow(["iteration", "wall_s", "loss", "theta_norm", "purged_tasks"])
         self.wall = 0.0
 
-    def __call__(self, record, loss, theta) -> None:
+    def __call__(self, record: mpicoded.IterationRecord, loss: float | None,
+                 theta: np.ndarray) -> None:
         self.wall += record.wall_s
         self.rows.writerow([record.iteration, f"{self.wall:.6f}",
                             "" if loss is None else f"{loss:.9g}",

@@ -7,13 +7,16 @@ import numpy as np
 
 import mpicoded
 
+Block = tuple[np.ndarray, np.ndarray]  # a partition: its inputs and one-hot labels
+
 FEATURES, HIDDEN, CLASSES = 64, 32, 10
 SHAPES = [(FEATURES, HIDDEN), (HIDDEN,), (HIDDEN, CLASSES), (CLASSES,)]
 
 
-def unpack(theta):
+def unpack(theta: np.ndarray) -> list[np.ndarray]:
     """W1, b1, W2, b2 as views of the flat parameter vector."""
-    parts, start = [], 0
+    parts: list[np.ndarray] = []
+    start = 0
     for shape in SHAPES:
         size = int(np.prod(shape))
         parts.append(theta[start:start + size].reshape(shape))
@@ -21,7 +24,7 @@ def unpack(theta):
     return parts
 
 
-def forward(theta, X):
+def forward(theta: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     W1, b1, W2, b2 = unpack(theta)
     H = np.tanh(X @ W1 + b1)
     Z = H @ W2 + b2
@@ -32,10 +35,11 @@ def forward(theta, X):
 class DigitsMLP(mpicoded.GradientJob):
     dim = sum(int(np.prod(s)) for s in SHAPES)
 
-    def __init__(self, lr=0.5, seed=0):
+    def __init__(self, lr: float = 0.5, seed: int = 0) -> None:
         self.lr, self.seed = lr, seed
 
-    def blocks(self, k):  # rank 0: load the digits, hold out a test set, cut the rest in k
+    def blocks(self, k: int) -> list[Block]:
+        """Rank 0: load the digits, hold out a test set, cut the rest in k."""
         from sklearn.datasets import load_digits
 
         X, y = load_digits(return_X_y=True)
@@ -46,7 +50,8 @@ class DigitsMLP(mpicoded.GradientJob):
         self.sizes = [len(r) for r in rows]
         return [(self.X[r], np.eye(CLASSES)[self.y[r]]) for r in rows]
 
-    def compute(self, block, theta):  # workers: the cross-entropy gradient summed over rows
+    def compute(self, block: Block, theta: np.ndarray) -> np.ndarray:
+        """Workers: the cross-entropy gradient summed over the block's rows."""
         X, Y = block
         W1, _, W2, _ = unpack(theta)
         H, P = forward(theta, X)
@@ -54,20 +59,21 @@ class DigitsMLP(mpicoded.GradientJob):
         dH = (dZ @ W2.T) * (1.0 - H * H)
         return np.concatenate([(X.T @ dH).ravel(), dH.sum(0), (H.T @ dZ).ravel(), dZ.sum(0)])
 
-    def step(self, theta, total, covered):
+    def step(self, theta: np.ndarray, total: np.ndarray,
+             covered: np.ndarray) -> np.ndarray:
         rows = sum(self.sizes[j] for j in covered)
-        return theta - self.lr * (total / rows + 1e-4 * theta)
+        return np.asarray(theta - self.lr * (total / rows + 1e-4 * theta))
 
-    def theta0(self):
+    def theta0(self) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
         return np.concatenate([rng.standard_normal(int(np.prod(s))) / np.sqrt(s[0])
                                if len(s) == 2 else np.zeros(s) for s in SHAPES])
 
-    def loss(self, theta):
+    def loss(self, theta: np.ndarray) -> float:
         _, P = forward(theta, self.X)
         return float(-np.mean(np.log(P[np.arange(len(self.y)), self.y] + 1e-12)))
 
-    def accuracy(self, theta, X, y):
+    def accuracy(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         return float(np.mean(forward(theta, X)[1].argmax(axis=1) == y))
 
 

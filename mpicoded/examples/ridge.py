@@ -4,25 +4,29 @@ import numpy as np
 
 import mpicoded
 
+Block = tuple[np.ndarray, np.ndarray]  # a partition: its rows of X and of y
+
 
 class Ridge(mpicoded.GradientJob):
-    def __init__(self, n=20000, dim=20, lam=0.1):
+    def __init__(self, n: int = 20000, dim: int = 20, lam: float = 0.1) -> None:
         self.n, self.dim, self.lam = n, dim, lam  # cheap: every rank builds the job
 
-    def blocks(self, k):  # rank 0 only: make (or load) the data, cut it in k row blocks
+    def blocks(self, k: int) -> list[Block]:  # rank 0 only: make (or load) the data, cut it in k row blocks
         rng = np.random.default_rng(0)
         self.X = rng.standard_normal((self.n, self.dim))
         self.y = self.X @ np.linspace(-1, 1, self.dim) + 0.1 * rng.standard_normal(self.n)
         return [(self.X[r], self.y[r]) for r in np.array_split(np.arange(self.n), k)]
 
-    def compute(self, block, theta):  # workers: one partition's gradient, a sum over its rows
+    def compute(self, block: Block, theta: np.ndarray) -> np.ndarray:
+        """Workers: one partition's gradient, a sum over its rows."""
         X, y = block
-        return X.T @ (X @ theta - y)
+        return np.asarray(X.T @ (X @ theta - y))
 
-    def step(self, theta, total, covered):  # rank 0: total sums compute over all partitions
-        return theta - 0.5 * (total / self.n + self.lam * theta)
+    def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
+        # rank 0: total sums compute over all partitions
+        return np.asarray(theta - 0.5 * (total / self.n + self.lam * theta))
 
-    def loss(self, theta):
+    def loss(self, theta: np.ndarray) -> float:
         r = self.X @ theta - self.y
         return float(0.5 * r @ r / self.n + 0.5 * self.lam * theta @ theta)
 

@@ -10,7 +10,7 @@ import torch
 import mpicoded
 
 
-def digits(seed: int = 0):
+def digits(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(train inputs, train labels, test inputs, test labels): 1500 rows to train on."""
     from sklearn.datasets import load_digits
 

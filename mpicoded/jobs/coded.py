@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -325,7 +325,7 @@ class CodedGradient(Coded):
 
     def task_cost(self) -> np.ndarray:
         """Work units of each task: computing over d partitions' data costs d."""
-        return np.count_nonzero(self.code.B, axis=1).astype(np.float64)
+        return cast(np.ndarray, np.count_nonzero(self.code.B, axis=1).astype(np.float64))
 
     @cached_property
     def _partition_entries(self) -> np.ndarray:

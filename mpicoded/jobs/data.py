@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -35,11 +35,11 @@ class Dataset:
 
     @property
     def n_samples(self) -> int:
-        return self.X.shape[0]
+        return int(self.X.shape[0])
 
     @property
     def n_features(self) -> int:
-        return self.X.shape[1]
+        return int(self.X.shape[1])
 
 
 def synthetic(job: str, samples: int, features: int, seed: int) -> Dataset:
@@ -120,7 +120,7 @@ def mapped(path: str | Path) -> np.ndarray:
     if table.dtype != np.float64:
         raise DatasetError(f"dataset {path}: a .npy dataset must hold float64 (it holds "
                            f"{table.dtype}): np.save(path, table.astype(np.float64))")
-    return table
+    return cast(np.ndarray, table)
 
 
 def _columns(path: Path, table: np.ndarray, kind: str) -> tuple[Any, np.ndarray]:

@@ -3,6 +3,8 @@ W_j θ − X_jᵀy_j with W_j = X_jᵀX_j, so it is coded on its data (paper 001
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from .sample import SampleJob, gram_top_eigenvalue
@@ -24,7 +26,7 @@ class LinReg(SampleJob):
 
     def compute(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> np.ndarray:
         X, y = block
-        return X.T @ (X @ theta - y)
+        return cast(np.ndarray, X.T @ (X @ theta - y))
 
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
         return theta - self.step_size * total / max(1, self.rows_covered(covered))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
+from scipy import sparse
 from scipy.special import expit
 
 from .data import Dataset, DatasetError
@@ -13,9 +15,9 @@ from .sample import SampleJob, gram_top_eigenvalue
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
 
 
-def default_lr(X) -> float:
+def default_lr(X: np.ndarray | sparse.spmatrix) -> float:
     """1 / smoothness of the mean logistic loss with the L2 term (X dense or sparse)."""
-    return 1.0 / (gram_top_eigenvalue(X) / (4.0 * X.shape[0]) + REG)
+    return float(1.0 / (gram_top_eigenvalue(X) / (4.0 * X.shape[0]) + REG))
 
 
 class LogReg(SampleJob):
@@ -38,7 +40,7 @@ class LogReg(SampleJob):
 
     def compute(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> np.ndarray:
         X, y = block
-        return X.T @ (expit(X @ theta) - y)
+        return cast(np.ndarray, X.T @ (expit(X @ theta) - y))
 
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
         gradient = total / max(1, self.rows_covered(covered)) + REG * theta

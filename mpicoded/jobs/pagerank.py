@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -107,7 +108,7 @@ class PageRank(MatVecJob):
         if missed.any():
             y = np.where(missed, (x - base) / d, y)
         new = d * y + base
-        return new / new.sum()
+        return cast(np.ndarray, new / new.sum())
 
     def loss(self, x: np.ndarray) -> float:
         """The L1 change one more exact step would make (rank 0 has the matrix)."""

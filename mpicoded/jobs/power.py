@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -18,7 +19,7 @@ def spiked_matrix(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, 13])
     Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
     values = np.concatenate([[1.0], np.linspace(0.8, 0.0, n - 1)])
-    return (Q * values) @ Q.T
+    return cast(np.ndarray, (Q * values) @ Q.T)
 
 
 def read_matrix(path: str | Path) -> np.ndarray:
@@ -55,7 +56,7 @@ class Power(MatVecJob):
 
     def start(self) -> np.ndarray:
         x = np.random.default_rng([self.seed, 17]).standard_normal(len(self.A))
-        return x / np.linalg.norm(x)
+        return cast(np.ndarray, x / np.linalg.norm(x))
 
     def step(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Normalise y = A x; a missed row is estimated as the Rayleigh quotient times x."""
@@ -64,7 +65,7 @@ class Power(MatVecJob):
             seen = ~missed
             rayleigh = x[seen] @ y[seen] / max(x[seen] @ x[seen], 1e-300)
             y = np.where(missed, rayleigh * x, y)
-        return y / np.linalg.norm(y)
+        return cast(np.ndarray, y / np.linalg.norm(y))
 
     def eigenvalue(self, x: np.ndarray) -> float:
         return float(x @ self.A @ x)

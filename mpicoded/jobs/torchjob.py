@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from .kinds import GradientJob
 
-Data = tuple[Any, Any] | torch.utils.data.Dataset
+Data = tuple[Any, Any] | torch.utils.data.Dataset[Any]
 
 
 class TorchJob(GradientJob):
@@ -96,7 +96,7 @@ class TorchJob(GradientJob):
             inputs = inputs.to(self.dtype)
         if targets.is_floating_point():  # regression targets: the model's dtype too
             targets = targets.to(self.dtype)
-        return self.loss_fn(self.model(inputs), targets)
+        return cast(torch.Tensor, self.loss_fn(self.model(inputs), targets))
 
     def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
         """The block's summed gradient (float64) and summed loss at ``theta``."""
@@ -146,9 +146,9 @@ class TorchJob(GradientJob):
         of a stream starts afresh). A resumed or failed-over run restarts the optimizer's
         state (momentum, Adam's moments) from the checkpoint's parameters."""
         self.optimizer.load_state_dict(copy.deepcopy(self.fresh))
-        return self.start.copy()
+        return cast(np.ndarray, self.start.copy())
 
     def flat(self) -> np.ndarray:
         """The model's parameters now, flattened (float64)."""
         vector = torch.nn.utils.parameters_to_vector(self.params)
-        return vector.detach().to(torch.float64).numpy().copy()
+        return cast(np.ndarray, vector.detach().to(torch.float64).numpy().copy())

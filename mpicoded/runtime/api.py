@@ -10,6 +10,7 @@ whole job (MPI Abort) with the failing rank named: never a hang.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import __version__, limit_blas_threads
 from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
@@ -37,7 +38,16 @@ from ..plan import (
 )
 from ..record import Progress, recorded_iterations, run_record, save_output
 
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from ..checkpoint import Checkpoint
+    from ..dashboard import Dashboard
+    from .failover import Failover
+    from .result import RunResult
+
 T = TypeVar("T")
+Adopt = tuple[dict[int, int], int, bool]  # survivors' comm ranks by world rank, epoch, re-code
 
 _serving: Any = None  # the Master or Worker this rank runs now: where() asks it
 
@@ -95,8 +105,8 @@ class MasterFailed(RuntimeError):
     """Rank 0 failed before the run started (its traceback is on rank 0)."""
 
 
-def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] = (),
-        **given: Any):
+def run(job: AnyJob, comm: MPI.Intracomm | None = None,
+        callbacks: Sequence[Callable[..., Any]] = (), **given: Any) -> RunResult | None:
     """Run ``job`` coded over the ranks of ``comm`` (MPI.COMM_WORLD if None; a communicator
     given is duplicated, so the run's messages never meet the program's); its rank 0 returns the
     RunResult, the other ranks return None. Options are the ``python -m mpicoded.train``
@@ -119,6 +129,7 @@ def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] =
     from .transport import end_waits, set_wait
 
     set_wait(args.wait, comm)
+    result: RunResult | None
     try:
         if comm.Get_rank() == 0:
             result = _master(comm, job, args)
@@ -131,7 +142,7 @@ def run(job: AnyJob, comm: Any = None, callbacks: Sequence[Callable[..., Any]] =
     return result
 
 
-def communicator(comm: Any = None):
+def communicator(comm: MPI.Intracomm | None = None) -> MPI.Intracomm:
     """The run's communicator, MPI loaded on first use: MPI.COMM_WORLD if ``comm`` is None,
     else a duplicate of ``comm`` (collective over it), so that the run's messages never meet
     the calling program's. COMM_WORLD itself is not duplicated: a rank that dies inside
@@ -147,7 +158,7 @@ def communicator(comm: Any = None):
     return comm.Dup()
 
 
-def world():
+def world() -> MPI.Intracomm:
     """MPI.COMM_WORLD, MPI loaded on first use."""
     import mpi4py
 
@@ -161,7 +172,7 @@ def world():
     return MPI.COMM_WORLD
 
 
-def _tell_workers(comm, message: object) -> None:
+def _tell_workers(comm: MPI.Intracomm, message: object) -> None:
     from .protocol import Tag
     from .transport import send_object
 
@@ -169,7 +180,7 @@ def _tell_workers(comm, message: object) -> None:
         send_object(comm, message, rank, Tag.SETUP)
 
 
-def _master(comm, job: AnyJob, args):
+def _master(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunResult:
     dashboard = None
     try:
         plan = plan_run(job, args, comm.Get_size() - 1)
@@ -194,7 +205,7 @@ def _master(comm, job: AnyJob, args):
                             "mpicoded.dashboard %s", args.metrics)
 
 
-def _start_dashboard(plan: Plan):
+def _start_dashboard(plan: Plan) -> Dashboard:
     """``--dashboard``: the dashboard of this run's metrics, beside rank 0; UsageError (sent
     to every rank) if it cannot start, say for a port in use."""
     from ..dashboard import Dashboard
@@ -209,7 +220,7 @@ def _start_dashboard(plan: Plan):
     return dashboard
 
 
-def _worker(comm, job: AnyJob, args):
+def _worker(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunResult | None:
     """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
     (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
     from .failover import fail_over
@@ -246,7 +257,8 @@ def _worker(comm, job: AnyJob, args):
             worker.rebind(comm)
 
 
-def _take_over(outcome, job: AnyJob, args, failovers: int):
+def _take_over(outcome: Failover, job: AnyJob, args: argparse.Namespace,
+               failovers: int) -> RunResult:
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for."""
     from .. import checkpoint as ckpt
@@ -281,7 +293,7 @@ def _take_over(outcome, job: AnyJob, args, failovers: int):
     return _abort_on_error(comm, lambda: _execute(comm, plan, resume, adopt, failovers))
 
 
-def _abort_on_error(comm, body: Callable[[], T]) -> T:
+def _abort_on_error(comm: MPI.Intracomm, body: Callable[[], T]) -> T:
     """``body()``; any exception but a dead master's ends every rank (MPI Abort), named."""
     from .master import AllWorkersFailed
     from .transport import ProcessesFailed, WorkerError, end_waits
@@ -326,7 +338,8 @@ def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | 
         call(record, loss, theta)
 
 
-def _execute(comm, plan: Plan, resume=None, adopt=None, failovers: int = 0):
+def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
+             adopt: Adopt | None = None, failovers: int = 0) -> RunResult:
     """Rank 0: place, run, report. After a failover (``adopt``: the survivors' comm ranks by
     world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
     and the run goes on from ``resume``."""

@@ -13,6 +13,7 @@ living master's side once the link heals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from mpi4py import MPI
@@ -36,7 +37,7 @@ class Failover:
     """The outcome, on every survivor: the new communicator and everyone's holdings, by new
     rank (0 is the new master)."""
 
-    comm: MPI.Comm
+    comm: MPI.Intracomm
     held: list[Held]
     world_size: int
 
@@ -59,12 +60,12 @@ class Failover:
         return best.latest, best.theta
 
 
-def fail_over(comm: MPI.Comm, world_rank: int, worker: Worker | None, size: int) -> Failover:
+def fail_over(comm: MPI.Intracomm, world_rank: int, worker: Worker | None, size: int) -> Failover:
     """Collective over the survivors of ``comm`` (the run's ranks were ``size``): shrink it and
     share what each one holds.
     Blocking collectives wait inside MPI: Open MPI's own yield is on meanwhile."""
     latest, theta = (None, None) if worker is None or worker.latest is None else worker.latest
     mine = Held(world_rank, worker.setup.epoch if worker is not None else -1, latest, theta)
     with blocking_mpi():
-        new = comm.Shrink()
+        new = cast(MPI.Intracomm, comm.Shrink())  # the stubs say Comm; it is comm's class
         return Failover(new, new.allgather(mine), size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -30,6 +30,7 @@ from .protocol import (
     trace_fields,
     unpack,
 )
+from .result import JobRecord, RunResult
 from .state import (
     Action,
     Decoded,
@@ -53,36 +54,6 @@ from .transport import (
     wait_buffer,
 )
 from .worker import WorkerSetup
-
-
-@dataclass
-class RunResult:
-    """What a finished run leaves: the model, per-iteration records and run totals."""
-
-    theta: np.ndarray
-    records: list[IterationRecord]
-    losses: list[float | None]
-    makespan_s: float
-    totals: dict[str, float] = field(default_factory=dict)
-    worker_counters: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
-    jobs: list[JobRecord] = field(default_factory=list)
-    recodes: int = 0
-    job_thetas: list[np.ndarray] = field(default_factory=list)  # each served job's final theta
-    record: dict = field(default_factory=dict)  # the run record (what --metrics ends with)
-    final_loads: list[int] | None = None  # tasks a worker of the load split (None: uniform)
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One job of a stream: when it arrived, started and finished (seconds from the run's start),
-    its in-order delay and its final loss."""
-
-    job: int
-    arrival_s: float
-    start_s: float
-    done_s: float
-    in_order_delay_s: float
-    final_loss: float | None
 
 
 def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
@@ -277,7 +248,7 @@ class Master:
             if best is not None:
                 self.trace.set_offset(self.world[rank] - 1, *best)
 
-    def record(self, row: dict) -> None:
+    def record(self, row: dict[str, Any]) -> None:
         """A line of the metrics file (if any) for an event: a failure, a re-code."""
         if self.log is not None:
             self.log(json.dumps({**row, "at_s": round(self.clock(), 6)}) + "\n")

@@ -54,7 +54,7 @@ for launcher in srun mpirun; do
       sbatch --wait --ntasks=5 --overcommit --output="$dir/jobs/%j.out" \
       "$root/launch/slurm.sbatch" --iterations 8 --samples 2000 --quiet >"$dir/submit.log" 2>&1 )
   rc=$?
-  job=$(grep -m1 -o '[0-9]\+' "$dir/submit.log" || true)
+  job=$(sed -n 's/^Submitted batch job \([0-9][0-9]*\).*/\1/p' "$dir/submit.log")
   metrics=$dir/jobs/mpicoded-$job.jsonl
   if [[ $rc == 0 ]] && "$root/.venv/bin/python" - "$metrics" <<'PY'
 import json, sys

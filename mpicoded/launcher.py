@@ -161,12 +161,24 @@ def ft_flags(load: float) -> list[str]:
     rank kept from its core (or out of MPI) longer than the timeout, as 21 ranks starting on 2
     cores are, was reported dead while alive. (Its heartbeats from a thread of their own,
     ``mpi_ft_detector_thread``, segfaulted one 21-rank run in five here.) Ranks on one node
-    talk over loopback TCP, not shared memory: a living rank reported dead took the master
-    down with it over the ``sm`` transport (docs/failures.md)."""
+    talk over TCP, not shared memory: a living rank reported dead took the master down with
+    it over the ``sm`` transport (docs/failures.md). Open MPI's TCP leaves out the loopback
+    interface; on a host with no other interface up (no other host to reach) it is named."""
     period = 0.5 * max(1.0, load / 2)
-    return ["--with-ft", "ulfm", "--mca", "btl", "^sm", "--mca", "mpi_ft_detector", "true",
+    loopback = ["--mca", "btl_tcp_if_include", "lo"] if only_loopback() else []
+    return ["--with-ft", "ulfm", "--mca", "btl", "^sm", *loopback,
+            "--mca", "mpi_ft_detector", "true",
             "--mca", "mpi_ft_detector_period", f"{period:g}",
             "--mca", "mpi_ft_detector_timeout", f"{4 * period:g}"]
+
+
+def only_loopback(net: Path = Path("/sys/class/net")) -> bool:
+    """Whether no network interface but the loopback is up here (Linux; False elsewhere)."""
+    try:
+        states = {d.name: (d / "operstate").read_text().strip() for d in net.iterdir()}
+    except OSError:
+        return False
+    return all(state == "down" for name, state in states.items() if name != "lo")
 
 
 def affinity() -> set[int]:

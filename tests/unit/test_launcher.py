@@ -56,6 +56,19 @@ def test_ulfm_runs_without_the_shared_memory_transport(as_flavour):
     assert "btl" not in mpirun_command(7, ["x.py"])  # without --ft, shared memory as ever
 
 
+@pytest.mark.parametrize(("states", "alone"), [
+    ({"lo": "unknown", "eth0": "up"}, False), ({"lo": "unknown", "eth0": "down"}, True),
+    ({"lo": "unknown"}, True), ({"lo": "unknown", "tun0": "unknown"}, False)])
+def test_a_host_with_only_loopback_up_gets_tcp_over_it(tmp_path, states, alone):
+    """Open MPI's TCP leaves out the loopback: under --ft (no shared memory) a host with no
+    other interface up would find its ranks unreachable (seen in a network namespace)."""
+    for name, state in states.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "operstate").write_text(state + "\n")
+    assert launcher.only_loopback(tmp_path) is alone
+    assert launcher.only_loopback(tmp_path / "absent") is False  # not Linux: assume a network
+
+
 @pytest.mark.parametrize("flavour", ["mpich", "intel"])
 def test_hydra_gets_its_own_flags_and_no_ulfm(as_flavour, flavour):
     """MPICH's and Intel MPI's Hydra take more ranks than cores as they are and pass the

@@ -13,6 +13,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,9 +40,25 @@ class Tag(IntEnum):
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
 
-# a task's trace entry, as a worker sends it (clock: the worker's time.perf_counter)
-TRACE_FIELDS = ("job", "iteration", "epoch", "task", "start", "end", "chunks", "outcome")
 SENT, PURGED, DROPPED = 0.0, 1.0, 2.0  # a trace entry's outcome as the worker knows it
+
+
+class TraceEntry(NamedTuple):
+    """A task's trace entry as a worker records and sends it (clock: its time.perf_counter):
+    the task of (job, iteration, epoch), when it ran, the row chunks it did and how it ended
+    as the worker knows (SENT, PURGED or DROPPED); the master's TaskTrace reads them back."""
+
+    job: int
+    iteration: int
+    epoch: int
+    task: int
+    start: float
+    end: float
+    chunks: int
+    outcome: float
+
+
+TRACE_FIELDS = TraceEntry._fields  # an entry's slots on the wire, in this order
 
 
 @dataclass(slots=True)
@@ -130,14 +147,14 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
     return tuple(int(t) for t in flat[start:stop]), theta
 
 
-NO_TRACE: tuple[tuple[float, ...], ...] = ()
+NO_TRACE: tuple[TraceEntry, ...] = ()
 _NO_ENTRIES = np.empty((0, len(TRACE_FIELDS)))  # what a message without trace entries has
 _NO_ENTRIES.flags.writeable = False
 
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0,
-                trace: Sequence[tuple[float, ...]] = NO_TRACE, half: bool = False) -> np.ndarray:
+                trace: Sequence[TraceEntry] = NO_TRACE, half: bool = False) -> np.ndarray:
     """RESULT: ``count`` task ids, then their values back to back (one message, one or many),
     then ``task`` trace entries (TRACE_FIELDS each: this worker's tasks since its last message,
     these ones included). ``half``: the values as float32, two to a slot (the last slot
@@ -199,14 +216,14 @@ def assign_fields(msg: Message) -> tuple[int, ...]:
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
                  counters: tuple[int, ...] = (), epoch: int = 0,
-                 trace: Sequence[tuple[float, ...]] = NO_TRACE) -> np.ndarray:
+                 trace: Sequence[TraceEntry] = NO_TRACE) -> np.ndarray:
     """PURGE, STOP, PING and STOP_ACK: a header, and for STOP_ACK the worker's counters, then
     its trace entries not sent yet (``task`` of them)."""
     return pack(job, iteration, epoch, len(trace), worker, np.asarray(counters, dtype=np.float64),
                 np.ravel(trace) if trace else np.empty(0))
 
 
-def pack_trace(worker: int, trace: Sequence[tuple[float, ...]]) -> np.ndarray:
+def pack_trace(worker: int, trace: Sequence[TraceEntry]) -> np.ndarray:
     """TRACE: ``task`` trace entries, nothing else."""
     return pack(-1, -1, 0, len(trace), worker, np.ravel(trace))
 

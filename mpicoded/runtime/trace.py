@@ -74,7 +74,7 @@ class TaskTrace:
         self.open = (job, iteration, epoch)
 
     def add(self, worker: int, entries: np.ndarray, stale: bool = False) -> None:
-        """A worker's entries (rows of TRACE_FIELDS, its own clock); ``stale``: its results no
+        """A worker's entries (TraceEntry rows, its own clock); ``stale``: its results no
         longer count (a worker declared failed), whatever their iteration."""
         offset = self.offsets.get(worker, self.default_offset)
         for job, iteration, epoch, task, start, end, chunks, outcome in entries.tolist():

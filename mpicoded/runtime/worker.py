@@ -24,6 +24,7 @@ from .protocol import (
     SENT,
     Message,
     Tag,
+    TraceEntry,
     iterate_fields,
     pack_clock,
     pack_control,
@@ -91,7 +92,7 @@ class Worker:
         self.computed = self.sent = self.dropped = 0
         self.rows = 0  # data rows computed (a purged task's share done included)
         # trace entries (TRACE_FIELDS) not sent yet; None: no trace
-        self.trace: list[tuple[float, ...]] | None = [] if setup.trace else None
+        self.trace: list[TraceEntry] | None = [] if setup.trace else None
         self.trace_sent = time.perf_counter()  # when entries last left with a message
         self.slot = 0  # the next task's slot in the iteration under way
         self.pieces_done: set[int] = set()  # partial work: pieces computed in the iteration
@@ -132,7 +133,7 @@ class Worker:
         """An ITERATE dropped unstarted (superseded, purged or stopped): every task dropped."""
         if self.trace is not None:
             now = time.perf_counter()
-            self.trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
+            self.trace.extend(TraceEntry(msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
                               for t in tasks)
 
     def arrived(self) -> bool:
@@ -178,7 +179,7 @@ class Worker:
         done_tasks: list[int] = []
         done_values: list[np.ndarray] = []
         trace = self.trace
-        unsent: list[tuple[float, ...]] = []  # trace entries of done_tasks, outcome left off
+        unsent: list[TraceEntry] = []  # done_tasks' entries: SENT, or PURGED if a purge comes first
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
         delay = setup.delay
@@ -252,11 +253,11 @@ class Worker:
                 self.dropped += len(queue) + 1 + len(done_tasks)  # unsent results are lost too
                 if trace is not None:  # done but unsent, or cut: purged; not begun: dropped
                     now = time.perf_counter()
-                    trace.extend((*entry, PURGED) for entry in unsent)
-                    trace.append((msg.job, msg.iteration, msg.epoch, task, began, now, chunks,
-                                  PURGED if chunks else DROPPED))
-                    trace.extend((msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
-                                 for t in queue)
+                    trace.extend(entry._replace(outcome=PURGED) for entry in unsent)
+                    trace.append(TraceEntry(msg.job, msg.iteration, msg.epoch, task, began, now,
+                                            chunks, PURGED if chunks else DROPPED))
+                    trace.extend(TraceEntry(msg.job, msg.iteration, msg.epoch, t, now, now, 0,
+                                            DROPPED) for t in queue)
                     if now - self.trace_sent > TRACE_FLUSH_S:  # a straggler purged every time
                         self.outbox.send(pack_trace(setup.worker, trace), MASTER, Tag.TRACE)
                         trace.clear()
@@ -269,8 +270,8 @@ class Worker:
                 return
             assert value is not None  # a task stopped short was dropped above
             if trace is not None:
-                unsent.append((msg.job, msg.iteration, msg.epoch, task, began,
-                               time.perf_counter(), chunks))
+                unsent.append(TraceEntry(msg.job, msg.iteration, msg.epoch, task, began,
+                                         time.perf_counter(), chunks, SENT))
             if pieces is not None:  # coalesced: one message at the list's end, or timed
                 done_tasks.append(task)
                 done_values.append(value)
@@ -319,11 +320,11 @@ class Worker:
         self.views.clear()
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],
-                    unsent: list[tuple[float, ...]]) -> None:
+                    unsent: list[TraceEntry]) -> None:
         """Send results, with every trace entry not sent yet (``unsent``: these results')."""
         trace = self.trace
         if trace is not None:
-            trace.extend((*entry, SENT) for entry in unsent)
+            trace.extend(unsent)
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch,
                           trace or (), self.setup.half)
         if trace:

@@ -10,6 +10,7 @@ from mpicoded.runtime.protocol import (
     SENT,
     TRACE_FIELDS,
     Tag,
+    TraceEntry,
     ack_fields,
     iterate_fields,
     pack_control,
@@ -55,11 +56,12 @@ def test_result_round_trip_single_and_multi():
 
 
 def test_result_carries_trace_entries_after_its_values():
-    entries = [(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED), (0, 2, 0, 8, 12.0, 12.5, 7, SENT)]
+    entries = [TraceEntry(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED),
+               TraceEntry(0, 2, 0, 8, 12.0, 12.5, 7, SENT)]
     msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8], [np.arange(4.0)], trace=entries))
     tasks, got, trace = result_fields(msg)
     assert tasks == [8] and np.array_equal(got, [np.arange(4.0)])
-    assert np.array_equal(trace, np.array(entries))
+    assert [TraceEntry(*row) for row in trace.tolist()] == entries  # field by field, in order
 
 
 @pytest.mark.parametrize("width", [1, 4, 5])

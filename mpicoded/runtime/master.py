@@ -37,10 +37,14 @@ from .state import (
     IterationRecord,
     MasterState,
     Recode,
+    ResultArrived,
     SendAssign,
     SendIterate,
     SendPurge,
     SendStop,
+    StaleResults,
+    StopAcknowledged,
+    WorkerLost,
 )
 from .trace import TaskTrace
 from .transport import (
@@ -264,7 +268,7 @@ class Master:
                                  epoch=epoch, totals=self.state.totals)
         for w, rank in enumerate(self.ranks):
             if rank < 0:
-                self.state.on_worker_failed(w)
+                self.state.handle(WorkerLost(w))
                 if self.splitter is not None:
                     self.splitter.exclude(w)
 
@@ -342,7 +346,7 @@ class Master:
         for rank in sorted(new):
             if rank in self.worker_of:
                 index = self.worker_of[rank]
-                self.execute(self.state.on_worker_failed(index))
+                self.execute(self.state.handle(WorkerLost(index)))
                 if self.splitter is not None:  # split the load again among the living
                     self.splitter.exclude(index)
                     if self.splitter.kind != "adaptive":  # only adaptive has all data everywhere
@@ -368,16 +372,15 @@ class Master:
             if msg.tag == Tag.RESULT:
                 began = time.thread_time()
                 if index is None:  # a worker the current code no longer has
-                    self.state.stale_results += msg.count
-                    self.state.totals["stale_results"] += msg.count
+                    self.state.handle(StaleResults(msg.count))
                     if self.trace is not None:  # of an old epoch: stale
                         self.trace.add(msg.worker, result_trace(msg), stale=True)
                     continue
                 tasks, values, entries = result_fields(msg, self.half_width)
                 if self.trace is not None:  # before the decode: these results' entries are here
                     self.trace.add(msg.worker, entries, stale=not self.state.is_live(index))
-                self.execute(self.state.on_result(index, msg.job, msg.iteration, tasks, values,
-                                                  self.clock(), msg.epoch))
+                self.execute(self.state.handle(ResultArrived(
+                    index, msg.job, msg.iteration, tasks, values, self.clock(), msg.epoch)))
                 self.result_cpu_s += time.thread_time() - began
                 self.results_handled += len(tasks)
             elif msg.tag == Tag.PROGRESS:
@@ -395,7 +398,7 @@ class Master:
                     self.trace.add(msg.worker, entries)
                 self.stopped.add(src)
                 if index is not None:
-                    self.state.on_stop_ack(index)
+                    self.state.handle(StopAcknowledged(index))
             else:
                 raise RuntimeError(f"master got an unexpected {msg.tag.name} from rank {src}")
 

@@ -99,6 +99,47 @@ class Decoded:
 Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode
 
 
+# Events: what the MPI loop (or the simulator) tells the machine. Not frozen: a ResultArrived is
+# made for every result on rank 0's hot path, and a frozen dataclass's init costs several times.
+@dataclass(slots=True)
+class ResultArrived:
+    """A RESULT from ``worker`` (its index in the code): ``tasks`` of (job, iteration, epoch)
+    done, their ``values`` (one row a task; None where only timing matters: the simulator), at
+    ``now`` on the master's clock."""
+
+    worker: int
+    job: int
+    iteration: int
+    tasks: list[int]
+    values: np.ndarray | None
+    now: float
+    epoch: int = 0
+
+
+@dataclass(slots=True)
+class StaleResults:
+    """``count`` results from a rank the current code has no worker for (an older epoch's)."""
+
+    count: int
+
+
+@dataclass(slots=True)
+class WorkerLost:
+    """``worker`` is dead (ULFM named it) or declared so (silent past --iteration-timeout)."""
+
+    worker: int
+
+
+@dataclass(slots=True)
+class StopAcknowledged:
+    """``worker`` answered STOP."""
+
+    worker: int
+
+
+Event = ResultArrived | StaleResults | WorkerLost | StopAcknowledged
+
+
 @dataclass
 class _Iteration:
     job: int
@@ -234,6 +275,20 @@ class MasterState:
                 if probe.add(task):
                     return True
         return probe.ready
+
+    def handle(self, event: Event) -> list[Action]:
+        """What to do about ``event``: the one entry for everything that happens to a run."""
+        if isinstance(event, ResultArrived):
+            return self.on_result(event.worker, event.job, event.iteration, event.tasks,
+                                  event.values, event.now, event.epoch)
+        if isinstance(event, WorkerLost):
+            return self.on_worker_failed(event.worker)
+        if isinstance(event, StopAcknowledged):
+            self.on_stop_ack(event.worker)
+            return []
+        self.stale_results += event.count
+        self.totals["stale_results"] += event.count
+        return []
 
     def is_live(self, worker: int) -> bool:
         """Whether results from ``worker`` still count (not dead, not timed out)."""

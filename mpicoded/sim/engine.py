@@ -21,7 +21,14 @@ import numpy as np
 from ..balance import Splitter
 from ..codes import Code
 from ..delays import DelayModel
-from ..runtime.state import Decoded, IterationRecord, MasterState, SendAssign, SendIterate
+from ..runtime.state import (
+    Decoded,
+    IterationRecord,
+    MasterState,
+    ResultArrived,
+    SendAssign,
+    SendIterate,
+)
 from ..stream import StreamTimes, genie_iteration_time, serve_in_order
 
 
@@ -108,7 +115,7 @@ class Simulator:
             w = int(e.workers[i])
             tasks = list(schedule[w]) if single else [int(e.tasks[i])]
             processed += 1
-            actions = state.on_result(w, job, it, tasks, None, float(done[i]))
+            actions = state.handle(ResultArrived(w, job, it, tasks, None, float(done[i])))
             if actions and isinstance(actions[-1], Decoded):
                 if self.splitter is not None:
                     cur = state.current
@@ -151,7 +158,7 @@ class Simulator:
             busy.discard(w)
             self.task_events += 1
             processed += 1
-            actions = state.on_result(w, job, it, [task], None, now)
+            actions = state.handle(ResultArrived(w, job, it, [task], None, now))
             if actions and isinstance(actions[-1], Decoded):
                 rec = actions[-1].record
                 return IterationRecord(**{**rec.__dict__,

@@ -434,14 +434,11 @@ class Master:
         decoded = self.decoded
         assert decoded.result is not None
         if self.trace is not None:
-            assert self.state.current is not None  # the iteration just decoded
-            self.trace.decoded(self.state.current.decoder.used)
+            self.trace.decoded(decoded.used)
         self.theta = self.job.update(self.theta, decoded.result, decoded.missing)
         if self.splitter is not None:
-            cur = self.state.current
-            assert cur is not None and cur.decoded_at is not None  # just decoded
-            self.splitter.observe(cur.arrivals, cur.decoded_at,
-                                  (cur.job, cur.iteration, self.state.epoch))
+            self.splitter.observe(decoded.arrivals, decoded.decoded_at,
+                                  (decoded.job, decoded.iteration, decoded.record.epoch))
         return decoded.record
 
     def dead_for_sure(self) -> set[int]:

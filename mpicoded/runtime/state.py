@@ -87,13 +87,19 @@ class IterationRecord:
 
 @dataclass(frozen=True)
 class Decoded:
-    """The iteration's target is recovered: ``result`` (NaN rows / ``missing`` if partial)."""
+    """The iteration's target is recovered: ``result`` (NaN rows / ``missing`` if partial),
+    and what the observers of a decode need: the tasks the decoder ``used`` (the task
+    trace), each worker's result times and the decode's, from the iteration's start (the
+    load split's estimator)."""
 
     job: int
     iteration: int
     result: np.ndarray | None
     missing: np.ndarray
     record: IterationRecord
+    used: frozenset[int] = frozenset()
+    arrivals: dict[int, list[float]] = field(default_factory=dict)
+    decoded_at: float = 0.0
 
 
 Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode
@@ -516,7 +522,8 @@ class MasterState:
         self.totals["purged_tasks"] += purged
         self.totals["iterations"] += 1
         result = dec.result() if dec.values else None
-        return [Decoded(cur.job, cur.iteration, result, missing, record)]
+        return [Decoded(cur.job, cur.iteration, result, missing, record, frozenset(dec.used),
+                        cur.arrivals, cur.decoded_at)]
 
     def release_purges(self) -> list[SendPurge]:
         """The last decode's purges, now: no iteration follows at once (the master waits for

@@ -11,6 +11,7 @@ before it arrived). ``TaskTrace`` joins the two.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 import numpy as np
@@ -100,7 +101,7 @@ class TaskTrace:
         self.records.extend(TaskRecord(worker, job, iteration, epoch, task, at, at, 0, "dropped")
                             for task in tasks)
 
-    def decoded(self, used: set[int]) -> None:
+    def decoded(self, used: AbstractSet[int]) -> None:
         """The open iteration decoded from the results of tasks ``used``: the first result of
         each (in arrival order, as the decoder took them) was used, any other received."""
         taken: set[int] = set()

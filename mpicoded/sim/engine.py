@@ -118,9 +118,7 @@ class Simulator:
             actions = state.handle(ResultArrived(w, job, it, tasks, None, float(done[i])))
             if actions and isinstance(actions[-1], Decoded):
                 if self.splitter is not None:
-                    cur = state.current
-                    assert cur is not None and cur.decoded_at is not None  # just decoded
-                    self.splitter.observe(cur.arrivals, cur.decoded_at)
+                    self.splitter.observe(actions[-1].arrivals, actions[-1].decoded_at)
                 rec = actions[-1].record
                 return IterationRecord(**{**rec.__dict__,
                                           "wall_s": self.delay.seconds(rec.wall_s)}), processed

@@ -38,6 +38,10 @@ def test_a_decode_then_late_and_foreign_results_then_the_stop(frc6):
     assert state.handle(result(frc6, 3, 3, f, 0.2)) == []
     [decoded] = state.handle(result(frc6, 4, 4, f, 0.3))
     assert isinstance(decoded, Decoded) and np.allclose(decoded.result, f.sum(axis=0))
+    # what the decode's observers (the task trace, the load split) read, from the action alone
+    assert decoded.used == {1, 3, 4} and decoded.decoded_at == pytest.approx(0.3)
+    assert decoded.arrivals == {1: [pytest.approx(0.1)], 3: [pytest.approx(0.2)],
+                                4: [pytest.approx(0.3)]}
     assert state.release_purges() == [SendPurge(w, 0, 0) for w in (0, 2, 5)]
     # a purged worker's result that crossed the purge, and an old epoch's from another rank
     assert state.handle(result(frc6, 0, 0, f, 0.4)) == []

@@ -30,6 +30,7 @@ from .protocol import (
     trace_fields,
     unpack,
 )
+from .ranks import WorkerRanks
 from .result import JobRecord, RunResult
 from .state import (
     Action,
@@ -136,9 +137,8 @@ class Master:
         self.state = MasterState(self.pieces or code, tolerance, purge=purge)
         self.outbox = Outbox(comm, hold_back=purge, on_withheld=self.withheld)
         self.withheld_tasks = 0  # of ITERATEs never sent: superseded before the worker got one
-        self.ranks = list(range(1, code.n_workers + 1))  # comm rank of each code worker
-        self.dead: set[int] = set()
-        self.world = {rank: rank for rank in self.ranks}  # comm rank -> world rank (identity)
+        self.ranks = WorkerRanks.first(code.n_workers)
+        self.dead: set[int] = set()  # ranks
         self.recodes = 0
         self.theta = job.theta0()
         self.records: list[IterationRecord] = []
@@ -172,15 +172,6 @@ class Master:
         self.half_width = width if self.job.half else 0
         return pieces
 
-    @property
-    def ranks(self) -> list[int]:
-        return self._ranks
-
-    @ranks.setter
-    def ranks(self, ranks: list[int]) -> None:
-        self._ranks = ranks
-        self.worker_of = {rank: w for w, rank in enumerate(ranks)}  # O(1) on every message
-
     def placement(self) -> Sequence[Sequence[int]]:
         """Which tasks' data each worker holds: its schedule, or every task for an adaptive
         split (which moves tasks between workers every iteration)."""
@@ -198,10 +189,10 @@ class Master:
         after the set-up: MPI keeps one sender's messages in order."""
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         for w, tasks in enumerate(self.placement() if placement is None else placement):
-            rank = self.ranks[w]
+            rank = self.ranks.rank(w)
             if rank in self.dead:
                 continue
-            world = self.world[rank]
+            world = self.ranks.world(rank)
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
                                  self.state.epoch, self.trace is not None, self.pieces, w)
@@ -250,7 +241,7 @@ class Master:
                 self.lose(exc.ranks)
                 continue
             if best is not None:
-                self.trace.set_offset(self.world[rank] - 1, *best)
+                self.trace.set_offset(self.ranks.world(rank) - 1, *best)
 
     def record(self, row: dict[str, Any]) -> None:
         """A line of the metrics file (if any) for an event: a failure, a re-code."""
@@ -261,8 +252,7 @@ class Master:
         """After a failover: code worker w (world rank w + 1) is on the comm rank
         ``survivors[w + 1]``, or dead (this rank's own old tasks included); the workers hold
         set-ups of ``epoch``."""
-        self.ranks = [survivors.get(w + 1, -(w + 1)) for w in range(self.code.n_workers)]
-        self.world = {rank: w + 1 for w, rank in enumerate(self.ranks)}
+        self.ranks = WorkerRanks.adopted(self.code.n_workers, survivors)
         self.dead = {rank for rank in self.ranks if rank < 0}
         self.state = MasterState(self.pieces or self.code, self.tolerance, purge=self.purge,
                                  epoch=epoch, totals=self.state.totals)
@@ -277,12 +267,12 @@ class Master:
         iterates = [a for a in actions if isinstance(a, SendIterate)]
         if iterates:  # one buffer, theta packed once, sent to every worker of the iteration
             buf = pack_iterate(iterates[0].job, iterates[0].iteration, self.theta,
-                               {self.ranks[a.worker]: a.tasks for a in iterates},
+                               {self.ranks.rank(a.worker): a.tasks for a in iterates},
                                self.state.epoch)
         for action in actions:
             try:
                 if isinstance(action, SendIterate):
-                    self.outbox.send(buf, self.ranks[action.worker], Tag.ITERATE)
+                    self.outbox.send(buf, self.ranks.rank(action.worker), Tag.ITERATE)
                 else:
                     self._execute(action)
             except ProcessesFailed as exc:
@@ -294,12 +284,12 @@ class Master:
         epoch = self.state.epoch
         if isinstance(action, SendPurge):
             buf = pack_control(action.job, action.iteration, epoch=epoch)
-            self.outbox.send(buf, self.ranks[action.worker], Tag.PURGE)
+            self.outbox.send(buf, self.ranks.rank(action.worker), Tag.PURGE)
         elif isinstance(action, SendAssign):
             buf = pack_assign(action.job, action.iteration, action.tasks, epoch)
-            self.outbox.send(buf, self.ranks[action.worker], Tag.ASSIGN)
+            self.outbox.send(buf, self.ranks.rank(action.worker), Tag.ASSIGN)
         elif isinstance(action, SendStop):
-            self.outbox.send(pack_control(), self.ranks[action.worker], Tag.STOP)
+            self.outbox.send(pack_control(), self.ranks.rank(action.worker), Tag.STOP)
         elif isinstance(action, Decoded):
             self.decoded = action
         elif isinstance(action, Recode):
@@ -322,7 +312,7 @@ class Master:
         for (job, iteration, epoch), tasks in lists.items():
             self.withheld_tasks += len(tasks)
             if self.trace is not None:
-                self.trace.withheld(self.world[rank] - 1, job, iteration, epoch, tasks,
+                self.trace.withheld(self.ranks.world(rank) - 1, job, iteration, epoch, tasks,
                                     self.clock())
 
     def describe(self) -> str:
@@ -344,8 +334,8 @@ class Master:
         logger.warning("worker rank(s) %s failed; %d workers left", sorted(new), alive)
         self.record({"record": "failure", "ranks": sorted(new), "workers_left": alive})
         for rank in sorted(new):
-            if rank in self.worker_of:
-                index = self.worker_of[rank]
+            index = self.ranks.index(rank)
+            if index is not None:
                 self.execute(self.state.handle(WorkerLost(index)))
                 if self.splitter is not None:  # split the load again among the living
                     self.splitter.exclude(index)
@@ -368,7 +358,7 @@ class Master:
                 continue
             backoff.reset()
             msg, src = got
-            index = self.worker_of.get(src)
+            index = self.ranks.index(src)
             if msg.tag == Tag.RESULT:
                 began = time.thread_time()
                 if index is None:  # a worker the current code no longer has
@@ -453,7 +443,7 @@ class Master:
 
     def time_out(self, workers: list[int]) -> None:
         """Treat workers silent too long as failed (they may be alive: hung, or very slow)."""
-        ranks = {self.ranks[w] for w in workers}
+        ranks = {self.ranks.rank(w) for w in workers}
         logger.warning("worker rank(s) %s sent nothing in %g s (--iteration-timeout)",
                        sorted(ranks), self.iteration_timeout)
         self.timed_out |= ranks
@@ -470,10 +460,10 @@ class Master:
         job = self.job.recoded(code)
         if self.splitter is not None:  # what is known of the living, for tasks of a new size
             scale = task_share(job, code) / task_share(self.job, self.code)
-            self.splitter = self.splitter.for_survivors([self.worker_of[r] for r in live],
-                                                        code.n_tasks, scale)
+            survivors = [w for w, r in enumerate(self.ranks) if r not in self.dead]
+            self.splitter = self.splitter.for_survivors(survivors, code.n_tasks, scale)
         totals, epoch = self.state.totals, self.state.epoch + 1
-        self.code, self.job, self.ranks = code, job, live
+        self.code, self.job, self.ranks = code, job, self.ranks.recoded(live)
         if self.default_chunks:  # the survivors' partitions are new: cut them evenly too
             self.chunk_rows = job.default_chunk_rows()
         self.pieces = self.cut()

@@ -57,7 +57,7 @@ run() {
   shift
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --ft) ft=(--with-ft ulfm --mca btl ^sm --mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5
+      --ft) ft=(--with-ft ulfm --mca mpi_ft_detector true --mca mpi_ft_detector_period 0.5
                 --mca mpi_ft_detector_timeout 2); shift ;;
       --slow-link) slow_link "$2"; shift 2 ;;
       --throttle) [[ $# -ge 2 ]] || { echo "netns-cluster: --throttle needs a SPEC, e.g. h1=0.25" >&2; exit 2; }

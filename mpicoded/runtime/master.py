@@ -101,7 +101,7 @@ class AllWorkersFailed(RuntimeError):
 class Master:
     """Rank 0: serves jobs of ``job`` over the workers of ``comm``, surviving dead workers.
 
-    Code worker w runs on rank ``ranks[w]`` (rank w + 1 until workers die). Under ULFM a dead
+    Code worker w runs on rank ``ranks.rank(w)`` (rank w + 1 until workers die). Under ULFM a dead
     worker is a permanent straggler: it gets no more work; when the living can no longer decode
     an iteration, the master abandons it, re-builds the code for the survivors (GFRC, which
     exists for any (n, s)), re-places their data and runs the iteration again.

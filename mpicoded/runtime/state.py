@@ -292,9 +292,11 @@ class MasterState:
         if isinstance(event, StopAcknowledged):
             self.on_stop_ack(event.worker)
             return []
-        self.stale_results += event.count
-        self.totals["stale_results"] += event.count
-        return []
+        if isinstance(event, StaleResults):
+            self.stale_results += event.count
+            self.totals["stale_results"] += event.count
+            return []
+        raise TypeError(f"{event!r} is not an event of MasterState")
 
     def is_live(self, worker: int) -> bool:
         """Whether results from ``worker`` still count (not dead, not timed out)."""

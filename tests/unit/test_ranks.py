@@ -20,7 +20,7 @@ def test_a_recode_renumbers_the_workers_and_keeps_their_identity():
     assert ranks.world(5) == 5
 
 
-def test_after_a_failover_survivors_sit_on_new_ranks_and_the_dead_on_none():
+def test_after_a_failover_survivors_sit_on_new_ranks_and_the_dead_on_negative_ones():
     # world ranks 1..4 were workers; rank 0 died, world 1 became the master; 2 and 4 survive
     ranks = WorkerRanks.adopted(4, {2: 1, 4: 2})
     assert list(ranks) == [-1, 1, -3, 2]  # the dead (and the new master's own tasks): < 0

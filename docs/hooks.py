@@ -1,10 +1,11 @@
-"""MkDocs hook: generate the CLI reference from the real parsers.
+"""MkDocs hook: generate the CLI reference from the real parsers and the option table.
 
 ``docs/reference/cli.md`` holds two marker lines. ``<!-- subcommands -->`` becomes the table of
 ``mpicoded.cli.SUBCOMMANDS`` and ``<!-- train-flags -->`` the flags of ``python -m
-mpicoded.train``, one table per argparse group, built by ``mpicoded.train.build_parser`` (the
-job flags, then ``mpicoded.plan.add_run_options``). Neither module loads MPI on import
-(``mpicoded.train`` imports it inside ``main`` only), so the docs build without MPI.
+mpicoded.train``, one table per ``--help`` group: the job flags from
+``mpicoded.train.build_parser``, then every run option from ``mpicoded.options.RunOptions``
+with its ``mpicoded.run`` keyword. No module read here loads MPI on import (``mpicoded.train``
+imports it inside ``main`` only), so the docs build without MPI.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +43,13 @@ def _flag(action: argparse.Action) -> str:
     return ", ".join(f"`{opt} {arg}`" if arg else f"`{opt}`" for opt in action.option_strings)
 
 
-def _default(action: argparse.Action) -> str:
+def _default(action: argparse.Action, keyword: object = None) -> str:
+    """The flag's default, and the keyword's where it differs."""
     value = action.default
     if value is None or value is False or value == [] or value == argparse.SUPPRESS:
         return ""  # no default, a switch that is off, or none to show (--help, --version)
+    if keyword is not None and keyword != value:
+        return f"`{value}` (`mpicoded.run`: `{keyword}`)"
     return f"`{value}`"
 
 
@@ -56,17 +61,28 @@ def _help(action: argparse.Action, prog: str) -> str:
 
 
 def flags_markdown() -> str:
-    """Every flag of ``python -m mpicoded.train``, a table per argument group."""
+    """Every flag of ``python -m mpicoded.train``, a table per argument group; a run option's
+    row names its ``mpicoded.run`` keyword and that keyword's type."""
+    from mpicoded.options import DEFAULTS, RunOptions
     from mpicoded.train import build_parser
 
     parser = build_parser()
+    types = {f.name: str(f.type) for f in fields(RunOptions)}
     out = []
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if a.option_strings]
         if not actions:
             continue
-        out += [f"### {group.title}", "", "| flag | default | meaning |", "|---|---|---|"]
-        out += [f"| {_flag(a)} | {_default(a)} | {_help(a, parser.prog)} |" for a in actions]
+        options = [a for a in actions if a.dest in types]
+        if not options:  # the job's own flags: the CLI's alone
+            out += [f"### {group.title}", "", "| flag | default | meaning |", "|---|---|---|"]
+            out += [f"| {_flag(a)} | {_default(a)} | {_help(a, parser.prog)} |" for a in actions]
+        else:
+            out += [f"### {group.title}", "", "| flag | keyword | default | meaning |",
+                    "|---|---|---|---|"]
+            out += [f"| {_flag(a)} | `{a.dest}: {_cell(types[a.dest])}` | "
+                    f"{_default(a, DEFAULTS[a.dest])} | {_help(a, parser.prog)} |"
+                    for a in options]
         out.append("")
     return "\n".join(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import resource
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -91,7 +92,7 @@ def run_record(plan: Plan, result: RunResult, n_workers: int, initial_loss: floa
     wall = [r.wall_s for r in records]
     return {
         "record": "run",
-        "config": {k: v for k, v in vars(plan.args).items() if k not in ("metrics", "callbacks")},
+        "config": {k: v for k, v in asdict(plan.options).items() if k != "metrics"},
         "job": {**job_settings(plan.job.job), **plan.job.describe()},
         "code": plan.code.describe(),
         "delay": plan.delay.describe(),
@@ -128,7 +129,7 @@ def stream_summary(plan: Plan, result: RunResult) -> dict[str, Any]:
     delay, code = plan.delay, plan.code
     genie = [sum(delay.seconds(genie_iteration_time(delay, code.n_workers, j, it,
                                                     code.n_partitions))
-                 for it in range(plan.args.iterations)) for j in range(len(result.jobs))]
+                 for it in range(plan.options.iterations)) for j in range(len(result.jobs))]
     bound = serve_in_order(plan.arrivals_s, genie)
     out: dict[str, Any] = {
         "jobs": len(result.jobs),

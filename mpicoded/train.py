@@ -14,12 +14,13 @@ import io
 import os
 import signal
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from . import __version__, run
 from .jobs import BUILTINS, AnyJob, JobSpecError, build_job
 from .log import log_to_stderr, set_rank
-from .plan import OPTIONS, NothingToDo, UsageError, add_run_options, positive_int
+from .options import UsageError, add_flags, given_options, positive_int
+from .plan import NothingToDo
 from .record import summary_table
 
 USAGE_ERROR = 2
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--nodes", type=positive_int, default=None,
                    help="pagerank: nodes of the synthetic graph (about 10 edges each); "
                    "default 20000")
-    add_run_options(p)
+    add_flags(p)
     return p
 
 
@@ -108,11 +109,6 @@ def parse(argv: list[str], rank: int) -> argparse.Namespace:
         return build_parser().parse_args(argv)
 
 
-def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed flags that are ``mpicoded.run`` options."""
-    return {name: getattr(args, name) for name in OPTIONS}
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point on every rank."""
     from .runtime.api import MasterDied, MasterFailed, where, world
@@ -136,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv, rank)
         job = make_job(args)
-        result = run(job, **run_options(args))
+        result = run(job, **given_options(args))
     except UsageError as exc:
         if rank == 0:
             print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)

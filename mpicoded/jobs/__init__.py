@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .coded import Coded, coded, job_name, kernel_for
+from .coded import JOB_KINDS, Coded, JobKind, coded, job_kind, job_name, kernel_for
 from .data import Dataset, DatasetError, load, synthetic
 from .kinds import AnyJob, GradientJob, MatVecJob
 from .linreg import LinReg
@@ -16,6 +16,6 @@ from .spec import JobSpecError, build_job
 BUILTINS: dict[str, Callable[..., AnyJob]] = {  # each takes seed= and its own data flags
     "logreg": LogReg, "linreg": LinReg, "pagerank": PageRank, "power": Power}
 
-__all__ = ["BUILTINS", "AnyJob", "Coded", "Dataset", "DatasetError", "GradientJob", "JobSpecError",
-           "LinReg", "LogReg", "MatVecJob", "PageRank", "Power", "build_job", "coded", "job_name",
-           "kernel_for", "load", "synthetic"]
+__all__ = ["BUILTINS", "JOB_KINDS", "AnyJob", "Coded", "Dataset", "DatasetError", "GradientJob",
+           "JobKind", "JobSpecError", "LinReg", "LogReg", "MatVecJob", "PageRank", "Power",
+           "build_job", "coded", "job_kind", "job_name", "kernel_for", "load", "synthetic"]

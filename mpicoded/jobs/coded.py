@@ -1,11 +1,13 @@
 """A user's job coded by a code: which data each task needs, how a worker computes it, and how
 the master turns a decoded target into the next iterate. ``coded(job, code)`` builds it on rank 0;
 ``kernel_for(job, data_coded)`` is the worker's side, built from the worker's own copy of the job.
+Both go through ``JOB_KINDS``, the one place a kind of job is registered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
@@ -103,11 +105,12 @@ def _entries(block: Any) -> int:
 def kernel_for(job: AnyJob, data_coded: bool = False) -> Kernel:
     """How a worker computes a task of ``job``, row chunk by row chunk; ``data_coded``: a linear
     gradient job whose tasks hold coded (A, b, c) blocks (``CodedLinear``)."""
-    if isinstance(job, MatVecJob):
-        return MATVEC_KERNEL
-    if not isinstance(job, GradientJob):
-        raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
-                        "mpicoded.MatVecJob")
+    return job_kind(job).kernel(job, data_coded)
+
+
+def _gradient_kernel(job: GradientJob, data_coded: bool) -> Kernel:
+    """A gradient job's kernel: its own compute over row chunks, or the linear one on coded
+    data."""
     if data_coded:
         return LINEAR_LOSS_KERNEL if overrides(job, "block_loss", GradientJob) else LINEAR_KERNEL
     chunked = bool(job.additive)
@@ -593,17 +596,46 @@ class CodedMatVec(DataCoded, Coded):
                 "partition_nonzeros": plain, **self.cost_facts()}
 
 
+def _code_gradient(job: GradientJob, code: Code) -> Coded:
+    """A gradient job coded on its results, or on its data where it is linear in theta and
+    that is cheaper."""
+    results = CodedGradient(job, code)
+    if not job.linear or results.remote:
+        return results
+    data = CodedLinear(job, code, results.parts)
+    # data coding multiplies one coded block a task, results coding every partition of its
+    # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)
+    return data if data.entries()[0].mean() <= results.entries()[0].mean() else results
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of job users subclass, registered once: how rank 0 codes one for a run, how a
+    worker computes its tasks, and the code (with parameters) a run gets without --code."""
+
+    base: type
+    coder: Callable[[Any, Code], Coded]
+    kernel: Callable[[Any, bool], Kernel]
+    default_code: str
+    code_defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+JOB_KINDS: tuple[JobKind, ...] = (
+    JobKind(GradientJob, _code_gradient, _gradient_kernel, "frc"),
+    JobKind(MatVecJob, CodedMatVec, lambda job, data_coded: MATVEC_KERNEL, "mds",
+            {"target": "each"}),  # each coded block's product is decoded
+)
+
+
+def job_kind(job: object) -> JobKind:
+    """The registered kind ``job`` is of; TypeError naming the base classes if none."""
+    for kind in JOB_KINDS:
+        if isinstance(job, kind.base):
+            return kind
+    bases = " or ".join(f"mpicoded.{kind.base.__name__}" for kind in JOB_KINDS)
+    raise TypeError(f"{type(job).__name__} is not a job: subclass {bases}")
+
+
 def coded(job: object, code: Code) -> Coded:
     """``job`` coded by ``code``; TypeError if it is not a job, ValueError if they do not fit."""
-    if isinstance(job, MatVecJob):
-        return CodedMatVec(job, code)
-    if isinstance(job, GradientJob):
-        results = CodedGradient(job, code)
-        if not job.linear or results.remote:
-            return results
-        data = CodedLinear(job, code, results.parts)
-        # data coding multiplies one coded block a task, results coding every partition of its
-        # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)
-        return data if data.entries()[0].mean() <= results.entries()[0].mean() else results
-    raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
-                    "mpicoded.MatVecJob")
+    return job_kind(job).coder(job, code)

@@ -7,8 +7,10 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
-from .kinds import AnyJob, GradientJob, MatVecJob
+from .coded import job_kind
+from .kinds import AnyJob
 
 
 class JobSpecError(ValueError):
@@ -48,7 +50,9 @@ def build_job(spec: str) -> AnyJob:
     if not callable(factory):
         raise JobSpecError(f"--job {spec}: {name} is not a job class or a function")
     job = factory()
-    if not isinstance(job, (GradientJob, MatVecJob)):
+    try:
+        job_kind(job)
+    except TypeError as exc:
         raise JobSpecError(f"--job {spec}: {name}() returned a {type(job).__name__}, not a job "
-                           "(subclass mpicoded.GradientJob or mpicoded.MatVecJob)")
-    return job
+                           f"({str(exc).partition(': ')[2]})") from None
+    return cast(AnyJob, job)

@@ -10,7 +10,6 @@ whole job (MPI Abort) with the failing rank named: never a hang.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,19 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import __version__, limit_blas_threads
-from ..jobs import AnyJob, GradientJob, MatVecJob, job_name
+from ..jobs import AnyJob, job_kind, job_name
 from ..launcher import mark_started
 from ..log import logger, set_rank
-from ..plan import (
-    CODE_FLAGS,
-    NothingToDo,
-    Plan,
-    UsageError,
-    cost_warning,
-    ft_enabled,
-    options,
-    plan_run,
-)
+from ..options import RunOptions, UsageError
+from ..plan import CODE_FLAGS, NothingToDo, Plan, cost_warning, ft_enabled, plan_run
 from ..record import Progress, recorded_iterations, run_record, save_output
 
 if TYPE_CHECKING:
@@ -47,7 +38,8 @@ if TYPE_CHECKING:
     from .result import RunResult
 
 T = TypeVar("T")
-Adopt = tuple[dict[int, int], int, bool]  # survivors' comm ranks by world rank, epoch, re-code
+Adopt = tuple[dict[int, int], int, bool]
+Callbacks = Sequence[Callable[..., Any]]  # survivors' comm ranks by world rank, epoch, re-code
 
 _serving: Any = None  # the Master or Worker this rank runs now: where() asks it
 
@@ -114,27 +106,24 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
     of ``callbacks`` is called on rank 0 after every iteration as ``callback(record, loss,
     theta)``: the IterationRecord, the loss of the theta it produced (None when not computed)
     and that theta (a copy may be kept; it must not be changed)."""
-    if not isinstance(job, (GradientJob, MatVecJob)):
-        raise TypeError(f"{type(job).__name__} is not a job: subclass mpicoded.GradientJob or "
-                        "mpicoded.MatVecJob")
+    job_kind(job)  # TypeError if it is none
     bad = [c for c in callbacks if not callable(c)]
     if bad:
         raise UsageError(f"callbacks: {bad[0]!r} is not callable")
-    args = options(**{"delay": "none", **given})  # the same check on every rank: nobody waits
-    args.callbacks = tuple(callbacks)
+    opts = RunOptions.from_keywords(**given)  # the same check on every rank: nobody waits
     duplicated, comm = comm is not None, communicator(comm)
     set_rank(world().Get_rank())
-    if args.threads:
-        limit_blas_threads(args.threads)
+    if opts.threads:
+        limit_blas_threads(opts.threads)
     from .transport import end_waits, set_wait
 
-    set_wait(args.wait, comm)
+    set_wait(opts.wait, comm)
     result: RunResult | None
     try:
         if comm.Get_rank() == 0:
-            result = _master(comm, job, args)
+            result = _master(comm, job, opts, callbacks)
         else:
-            result = _worker(comm, job, args)
+            result = _worker(comm, job, opts, callbacks)
     finally:
         end_waits()
     if duplicated and not ft_enabled():  # under ULFM one with dead ranks is left alone
@@ -180,12 +169,13 @@ def _tell_workers(comm: MPI.Intracomm, message: object) -> None:
         send_object(comm, message, rank, Tag.SETUP)
 
 
-def _master(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunResult:
+def _master(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
+            callbacks: Callbacks) -> RunResult:
     dashboard = None
     try:
-        plan = plan_run(job, args, comm.Get_size() - 1)
-        if args.dashboard is not None:
-            dashboard = _start_dashboard(plan)
+        plan = plan_run(job, opts, comm.Get_size() - 1, callbacks=callbacks)
+        if opts.dashboard is not None:
+            dashboard = _start_dashboard(plan, opts.dashboard)
     except NothingToDo:
         _tell_workers(comm, None)
         raise
@@ -200,27 +190,29 @@ def _master(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunRe
     finally:
         if dashboard is not None:
             dashboard.stop()
-            if not args.quiet:
+            if not opts.quiet:
                 logger.info("dashboard stopped; to see this run again: python -m "
-                            "mpicoded.dashboard %s", args.metrics)
+                            "mpicoded.dashboard %s", plan.options.metrics)
 
 
-def _start_dashboard(plan: Plan) -> Dashboard:
-    """``--dashboard``: the dashboard of this run's metrics, beside rank 0; UsageError (sent
-    to every rank) if it cannot start, say for a port in use."""
+def _start_dashboard(plan: Plan, port: int) -> Dashboard:
+    """``--dashboard PORT``: the dashboard of this run's metrics (a file planning always opens
+    then), beside rank 0; UsageError (sent to every rank) if it cannot start, say for a port in
+    use."""
     from ..dashboard import Dashboard
 
+    assert plan.metrics is not None, "planning opens a metrics file for a dashboard"
     try:
-        dashboard = Dashboard(plan.args.metrics, plan.args.dashboard)
+        dashboard = Dashboard(plan.metrics.name, port)
     except RuntimeError as exc:
-        if plan.metrics is not None:
-            plan.metrics.close()
-        raise UsageError(f"--dashboard {plan.args.dashboard}: {exc}") from None
-    logger.info("dashboard: %s (following %s)", dashboard.url, plan.args.metrics)
+        plan.metrics.close()
+        raise UsageError(f"--dashboard {port}: {exc}") from None
+    logger.info("dashboard: %s (following %s)", dashboard.url, plan.metrics.name)
     return dashboard
 
 
-def _worker(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunResult | None:
+def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
+            callbacks: Callbacks) -> RunResult | None:
     """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
     (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
     from .failover import fail_over
@@ -252,19 +244,20 @@ def _worker(comm: MPI.Intracomm, job: AnyJob, args: argparse.Namespace) -> RunRe
             raise MasterDied(f"rank {world_rank}: the master is unreachable and so are most "
                              "of the run's ranks; these cannot elect a master")
         if outcome.is_master:
-            return _take_over(outcome, job, args, failovers)
+            return _take_over(outcome, job, opts, callbacks, failovers)
         if worker is not None:
             worker.rebind(comm)
 
 
-def _take_over(outcome: Failover, job: AnyJob, args: argparse.Namespace,
+def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Callbacks,
                failovers: int) -> RunResult:
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for."""
     from .. import checkpoint as ckpt
 
     comm = outcome.comm
-    plan = plan_run(job, args, outcome.world_size - 1, append=True)  # the first code
+    plan = plan_run(job, opts, outcome.world_size - 1, append=True,  # the first code
+                    callbacks=callbacks)
     survivors = {h.world_rank: rank for rank, h in enumerate(outcome.held) if rank > 0}
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()
@@ -281,7 +274,7 @@ def _take_over(outcome: Failover, job: AnyJob, args: argparse.Namespace,
         # iterations done whose records died with the old master (it writes iteration t's
         # after sending t + 1 out, or t + 2 when the loss comes decoded with the next one)
         unrecorded = [] if resume is None else sorted(
-            set(range(resume.iteration)) - recorded_iterations(args.metrics, resume.job))
+            set(range(resume.iteration)) - recorded_iterations(plan.metrics.name, resume.job))
         plan.metrics.write(json.dumps({
             "record": "failover", "failover": failovers,
             "new_master_world_rank": outcome.held[0].world_rank,
@@ -318,7 +311,7 @@ def _abort_on_error(comm: MPI.Intracomm, body: Callable[[], T]) -> T:
 
 def _banner(plan: Plan, n_workers: int) -> list[str]:
     """The run's two opening lines: job, code and workers; what a task computes."""
-    args, code = plan.args, plan.code
+    opts, code = plan.options, plan.code
     shown = {k: v for k, v in code.params.items() if k in CODE_FLAGS}
     settings = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in shown.items())
@@ -326,7 +319,7 @@ def _banner(plan: Plan, n_workers: int) -> list[str]:
     facts = plan.job.describe()
     what = "non-zeros" if "task_nonzeros" in facts else "matrix entries"
     return [f"{title}: code {code.name} {settings} ({code.n_tasks} tasks), {n_workers} "
-            f"workers, tolerance {plan.tolerance} partitions, delay {args.delay}",
+            f"workers, tolerance {plan.tolerance} partitions, delay {opts.delay}",
             f"coded on its {facts['coded_on']}: a task multiplies {facts['task_entries']:.0f} "
             f"{what} (mean; at most {facts['task_cost_ratio']:.2g}x a plain partition's "
             f"{facts['partition_entries']:.0f})"]
@@ -346,26 +339,26 @@ def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
     from .master import Master
     from .transport import end_waits, waiting
 
-    args = plan.args
+    opts = plan.options
     n_workers = plan.code.n_workers
-    progress = Progress(args.iterations, args.quiet, plan.metrics, args.jobs)
-    if not args.quiet:
+    progress = Progress(opts.iterations, opts.quiet, plan.metrics, opts.jobs)
+    if not opts.quiet:
         for line in _banner(plan, n_workers):
             logger.info("%s", line)
-    warning = None if args.partial == "on" else cost_warning(plan.job, plan.code)
+    warning = None if opts.partial == "on" else cost_warning(plan.job, plan.code)
     if warning:  # partial work computes pieces of a partition, whatever the code
         logger.warning("%s", warning)
     checkpoint = None
-    if args.checkpoint:
-        checkpoint = (args.checkpoint, args.checkpoint_every, plan.fingerprint)
+    if opts.checkpoint:
+        checkpoint = (opts.checkpoint, opts.checkpoint_every, plan.fingerprint)
     master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
-                    purge=not args.no_purge, loss_every=args.loss_every, splitter=plan.splitter,
-                    chunk_rows=args.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
-                    iteration_timeout=args.iteration_timeout,
-                    on_iteration=progress if not args.callbacks else partial(
-                        _each_iteration, [progress, *args.callbacks]), on_job=progress.job_done,
-                    log=None if plan.metrics is None else plan.metrics.write, trace=args.trace,
-                    partial=args.partial == "on")
+                    purge=not opts.no_purge, loss_every=opts.loss_every, splitter=plan.splitter,
+                    chunk_rows=opts.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
+                    iteration_timeout=opts.iteration_timeout,
+                    on_iteration=progress if not plan.callbacks else partial(
+                        _each_iteration, [progress, *plan.callbacks]), on_job=progress.job_done,
+                    log=None if plan.metrics is None else plan.metrics.write, trace=bool(opts.trace),
+                    partial=opts.partial == "on")
     global _serving
     _serving = master
     if adopt is None:
@@ -382,11 +375,11 @@ def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
     master.wait_sent()  # the set-ups are out before the workers' clocks are asked for
     if master.trace is not None:
         master.sync_clocks()
-    if plan.resume is not None and not args.quiet:
+    if plan.resume is not None and not opts.quiet:
         logger.info("resuming job %d at iteration %d from %s", plan.resume.job,
-                    plan.resume.iteration, args.checkpoint)
+                    plan.resume.iteration, opts.checkpoint)
     start_loss = plan.job.loss(master.theta)
-    result = master.run(args.iterations, plan.arrivals_s, resume)
+    result = master.run(opts.iterations, plan.arrivals_s, resume)
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
                                master.chunk_rows, master.placed_bytes,
                                (master.result_cpu_s, master.results_handled))
@@ -398,8 +391,8 @@ def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()
-    if args.output is not None:
-        save_output(args.output, result, stream=args.jobs > 1)
+    if opts.output is not None:
+        save_output(opts.output, result, stream=opts.jobs > 1)
     if master.unstopped:  # hung: only ending the job ends them (results are written)
         logger.error("worker rank(s) %s timed out and never acknowledged STOP; ending the job",
                      master.unstopped)

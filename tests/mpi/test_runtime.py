@@ -14,7 +14,7 @@ from ridge_job import Ridge, serial
 import mpicoded
 from mpicoded.codes import make_code
 from mpicoded.jobs import LinReg, LogReg, PageRank, coded
-from mpicoded.plan import UsageError
+from mpicoded.options import UsageError
 
 MPI = pytest.importorskip("mpi4py.MPI")
 

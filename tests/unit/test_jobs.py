@@ -171,6 +171,18 @@ def test_a_job_without_data_is_refused():
         coded(object(), make_code("uncoded", 2))
 
 
+def test_each_kind_of_job_is_registered_once_with_its_default_code():
+    from mpicoded.jobs import JOB_KINDS, job_kind
+
+    assert [k.base for k in JOB_KINDS] == [GradientJob, MatVecJob]
+    assert job_kind(Ridge()).default_code == "frc" and job_kind(Ridge()).code_defaults == {}
+    power = job_kind(MatVecJob.__new__(MatVecJob))
+    assert power.default_code == "mds" and power.code_defaults == {"target": "each"}
+    with pytest.raises(TypeError, match=r"^int is not a job: subclass mpicoded.GradientJob or "
+                       r"mpicoded.MatVecJob$"):
+        job_kind(3)
+
+
 class Remote(Ridge):
     """Partitions loaded where they are needed, from the generating seed."""
 

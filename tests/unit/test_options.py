@@ -8,23 +8,49 @@ import sys
 
 import pytest
 
-from mpicoded.plan import OPTIONS, UsageError, options
-from mpicoded.train import DATA_FLAGS, build_parser, run_options
+from mpicoded.options import FLAGS, OPTIONS, RunOptions, UsageError, cli_default, given_options
+from mpicoded.plan import settle_output
+from mpicoded.train import DATA_FLAGS, build_parser
+
+options = RunOptions.from_keywords
 
 
 def test_every_run_flag_is_an_option_with_its_default():
     cli = vars(build_parser().parse_args([]))
     assert set(OPTIONS) == set(cli) - {"job", *DATA_FLAGS}
-    assert vars(options()) == {name: cli[name] for name in OPTIONS}
-    assert options(**run_options(build_parser().parse_args(["--code", "mds"]))).code == "mds"
+    for name in OPTIONS:  # argparse keeps a repeated flag's values in a list
+        shown = tuple(cli[name]) if isinstance(cli[name], list) else cli[name]
+        assert shown == cli_default(name), name
+    assert options(**given_options(build_parser().parse_args(["--code", "mds"]))).code == "mds"
+
+
+def test_the_keyword_defaults_are_the_flags_but_for_the_demo_delay():
+    cli = options(**given_options(build_parser().parse_args([])))
+    assert cli == RunOptions(delay="seed001")
+    assert RunOptions().delay == "none" and FLAGS["delay"].cli_default == "seed001"
+
+
+def test_options_are_frozen_and_parsed_flags_become_tuples():
+    opts = options(**given_options(build_parser().parse_args(
+        ["--slow-workers", "2,3", "--kill-worker", "2@3", "--kill-worker", "3@1:2"])))
+    assert opts.slow_workers == (2, 3) and opts.kill_worker == ("2@3", "3@1:2")
+    with pytest.raises(AttributeError):
+        opts.code = "mds"  # type: ignore[misc]
+
+
+def test_help_lists_every_flag_with_its_help():
+    text = build_parser().format_help()
+    for name, flag in FLAGS.items():
+        assert flag.spelling(name) in text
+    assert "--trace, --no-trace" in text and "--dashboard [PORT]" in text
 
 
 def test_keywords_are_coerced_like_flags():
     args = options(code="gfrc", stragglers=3, slow_workers=[2, 4], tolerance=0, no_purge=True,
                    kill_worker="2@3", metrics=__import__("pathlib").Path("m.jsonl"))
-    assert args.stragglers == 3 and args.slow_workers == [2, 4] and args.tolerance == 0.0
-    assert args.kill_worker == ["2@3"] and args.metrics == "m.jsonl" and args.no_purge is True
-    assert options(slow_workers="1,3").slow_workers == [1, 3]
+    assert args.stragglers == 3 and args.slow_workers == (2, 4) and args.tolerance == 0.0
+    assert args.kill_worker == ("2@3",) and args.metrics == "m.jsonl" and args.no_purge is True
+    assert options(slow_workers="1,3").slow_workers == (1, 3)
 
 
 @pytest.mark.parametrize(("given", "message"), [
@@ -53,26 +79,17 @@ def test_import_mpicoded_does_not_load_mpi():
 
 
 def test_the_trace_is_on_with_metrics_and_needs_them():
-    from mpicoded.plan import check_trace
-
     on = options(metrics="m.jsonl")
-    check_trace(on, append=False)
-    assert on.trace is True
-    off = options()
-    check_trace(off, append=False)
-    assert off.trace is False
+    assert settle_output(on, append=False).trace is True
+    assert on.trace is None  # settled into a new one, never in place
+    assert settle_output(options(), append=False).trace is False
     with pytest.raises(UsageError, match="--trace writes a record per task"):
-        check_trace(options(trace=True), append=False)
-    quiet = options(metrics="m.jsonl", trace=False)
-    check_trace(quiet, append=False)
-    assert quiet.trace is False
+        settle_output(options(trace=True), append=False)
+    assert settle_output(options(metrics="m.jsonl", trace=False), append=False).trace is False
 
 
 def test_a_dashboard_without_metrics_follows_a_temporary_file():
-    from mpicoded.plan import check_trace
-
-    args = options(dashboard=8790)
-    check_trace(args, append=False)
-    assert args.metrics.endswith(".jsonl") and args.trace is True
+    settled = settle_output(options(dashboard=8790), append=False)
+    assert settled.metrics.endswith(".jsonl") and settled.trace is True
     with pytest.raises(UsageError, match="--dashboard 70000 is out of range"):
-        check_trace(options(dashboard=70000), append=False)
+        settle_output(options(dashboard=70000), append=False)

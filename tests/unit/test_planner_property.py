@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from mpicoded.codes import available_codes
 from mpicoded.delays import DELAY_MODELS
-from mpicoded.plan import NothingToDo, Plan, UsageError
-from mpicoded.train import build_parser, make_job, run_options
+from mpicoded.options import RunOptions, UsageError, given_options
+from mpicoded.plan import NothingToDo, Plan
+from mpicoded.train import build_parser, make_job
 
 SMALL = {"logreg": ["--samples", "120", "--features", "4"],
          "linreg": ["--samples", "120", "--features", "4"],
@@ -52,7 +53,8 @@ def test_random_flags_give_a_plan_or_a_usage_error(argv, n_workers):
 
     try:
         args = build_parser().parse_args(argv)
-        result = plan.plan_run(make_job(args), plan.options(**run_options(args)), n_workers)
+        result = plan.plan_run(make_job(args), RunOptions.from_keywords(**given_options(args)),
+                               n_workers)
     except (UsageError, NothingToDo) as exc:
         event(f"refused: {type(exc).__name__}")
         return

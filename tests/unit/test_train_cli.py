@@ -6,14 +6,16 @@ import numpy as np
 import pytest
 
 from mpicoded import plan
-from mpicoded.plan import NothingToDo, UsageError
-from mpicoded.train import build_parser, make_job, run_options
+from mpicoded.options import RunOptions, UsageError, given_options
+from mpicoded.plan import NothingToDo
+from mpicoded.train import build_parser, make_job
 
 
 def plan_run(argv, n_workers):
     """What rank 0 plans for ``python -m mpicoded.train ARGV``: the CLI's job and options."""
     args = build_parser().parse_args(argv)
-    return plan.plan_run(make_job(args), plan.options(**run_options(args)), n_workers)
+    return plan.plan_run(make_job(args), RunOptions.from_keywords(**given_options(args)),
+                         n_workers)
 
 
 def fingerprint(argv, n_workers):
@@ -25,7 +27,7 @@ def test_defaults_plan_a_straggler_tolerant_run():
     plan = plan_run([], n_workers=20)
     assert plan.code.name == "frc" and plan.code.params["stragglers"] == 3
     assert plan.delay.kind == "seed001" and plan.job.name == "logreg"
-    assert plan.args.iterations == 50 and plan.metrics is None
+    assert plan.options.iterations == 50 and plan.metrics is None
 
 
 @pytest.mark.parametrize(("code", "n", "key", "expected"), [
@@ -67,13 +69,13 @@ def test_partial_work_cuts_the_code_into_pieces_of_the_chunk_grid():
 ])
 def test_partial_work_is_on_by_default_where_the_code_is_made_for_it(argv, partial):
     plan = plan_run([*argv, "--samples", "4000"], n_workers=4)
-    assert plan.args.partial == partial
+    assert plan.options.partial == partial
 
 
 def test_a_matrix_vector_job_takes_partial_work_when_asked():
     plan = plan_run(["--partial", "on", "--job", "pagerank", "--code", "mds", "--stragglers",
                      "1", "--nodes", "200"], n_workers=4)
-    assert plan.args.partial == "on"
+    assert plan.options.partial == "on"
 
 
 def test_slow_workers_are_ranks():

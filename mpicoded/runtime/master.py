@@ -25,6 +25,7 @@ from .protocol import (
     pack_assign,
     pack_control,
     pack_iterate,
+    progress_fields,
     result_fields,
     result_trace,
     trace_fields,
@@ -375,7 +376,7 @@ class Master:
                 self.results_handled += len(tasks)
             elif msg.tag == Tag.PROGRESS:
                 if index is not None and self.splitter is not None:
-                    self.splitter.partial(index, float(msg.payload[0]), float(msg.payload[1]),
+                    self.splitter.partial(index, *progress_fields(msg),
                                           (msg.job, msg.iteration, msg.epoch))
             elif msg.tag == Tag.TRACE:
                 if self.trace is not None:

@@ -249,6 +249,11 @@ def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,
     return pack(job, iteration, epoch, task, worker, np.array([done, seconds]))
 
 
+def progress_fields(msg: Message) -> tuple[float, float]:
+    """The tasks done and the seconds they took, of a PROGRESS message."""
+    return float(msg.payload[0]), float(msg.payload[1])
+
+
 def pack_clock(worker: int, seconds: float) -> np.ndarray:
     """A worker's answer to PING: its clock (payload ``[seconds]``)."""
     return pack(-1, -1, 0, -1, worker, np.array([seconds]))

@@ -15,7 +15,9 @@ from mpicoded.runtime.protocol import (
     iterate_fields,
     pack_control,
     pack_iterate,
+    pack_progress,
     pack_result,
+    progress_fields,
     result_fields,
     result_trace,
     unpack,
@@ -102,3 +104,8 @@ def test_a_message_of_no_known_kind_is_refused_by_name():
     with pytest.raises(ValueError, match="tag 99, which no message kind has"):
         unpack(99, pack_control(worker=1, counters=(0, 0, 0)))
     assert unpack(int(Tag.PURGE), pack_control(worker=1, counters=(0, 0, 0))).tag is Tag.PURGE
+
+
+def test_progress_comes_back_from_its_fields():
+    msg = unpack(Tag.PROGRESS, pack_progress(4, 17, 3, 12, 2.5, 0.75))
+    assert (msg.task, msg.worker) == (12, 3) and progress_fields(msg) == (2.5, 0.75)

@@ -1,10 +1,10 @@
 """Wire format: a fixed handful of tags, and one float64 buffer per message (header, then payload).
 
 Ids live in the header, never in the tag, so a receiver matches on the tag alone and reads the
-rest. The header is ``(job, iteration, epoch, task, worker, count)``; what ``task`` and ``count``
-mean depends on the tag (see ``pack_*``). ``epoch`` counts re-codings: an iteration restarted on a
-new code after workers died gets a new epoch, so results of the abandoned attempt stay stale.
-Floats hold integers exactly below 2**53.
+rest. The header is ``(job, iteration, epoch, task, worker, count)``; what each slot and the
+payload hold depends on the tag, and ``LAYOUTS`` says it for every tag (the docs render it).
+``epoch`` counts re-codings: an iteration restarted on a new code after workers died gets a new
+epoch, so results of the abandoned attempt stay stale. Floats hold integers exactly below 2**53.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import NamedTuple
+from enum import Enum, IntEnum
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -21,21 +22,21 @@ HEADER = 6
 
 
 class Tag(IntEnum):
-    """Message kinds; every message of a kind has the same tag."""
+    """Message kinds; every message of a kind has the same tag (``LAYOUTS`` says what each is)."""
 
-    SETUP = 1  # master -> worker, once: the data and settings (pickled, start-up only)
-    ITERATE = 2  # master -> worker: theta and the ordered task list of one iteration
-    RESULT = 3  # worker -> master: one or more finished tasks of one iteration
-    PURGE = 4  # master -> worker: drop what is left of (job, iteration)
-    STOP = 5  # master -> worker: finish; the worker answers STOP_ACK and exits its loop
-    STOP_ACK = 6  # worker -> master: last word, with the worker's counters and trace entries
-    ERROR = 7  # worker -> master: an exception, as text (pickled)
-    PROGRESS = 8  # worker -> master: how much of a task was done, in how long, when purged
-    PING = 9  # master -> worker at set-up, answered with the worker's clock (--trace)
-    TRACE = 10  # worker -> master: trace entries alone, from a worker that sends no results
-    ASSIGN = 11  # master -> worker, partial work: its new piece list for the open iteration
-    SETUP_DATA = 12  # master -> worker, right after a SETUP: its arrays' bytes, one a message
-    RELEASE = 13  # master -> worker, once every STOP is acknowledged: it may leave now
+    SETUP = 1
+    ITERATE = 2
+    RESULT = 3
+    PURGE = 4
+    STOP = 5
+    STOP_ACK = 6
+    ERROR = 7
+    PROGRESS = 8
+    PING = 9
+    TRACE = 10
+    ASSIGN = 11
+    SETUP_DATA = 12
+    RELEASE = 13
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
@@ -59,6 +60,100 @@ class TraceEntry(NamedTuple):
 
 
 TRACE_FIELDS = TraceEntry._fields  # an entry's slots on the wire, in this order
+
+
+class Size(Enum):
+    """How long a payload section is, in float64 slots, as the header tells it."""
+
+    COUNT = "count"
+    TASK = "task"
+    ENTRIES = f"task × {len(TRACE_FIELDS)}"  # ``task`` trace entries
+    ONE = "1"
+    REST = "rest"  # what the other sections leave
+
+
+class Section(NamedTuple):
+    """One part of a payload: what it holds and how long it is."""
+
+    name: str
+    size: Size
+
+
+Body = Literal["float64", "pickle", "bytes"]  # one float64 buffer, a pickled object, raw bytes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one tag's messages look like: who sends them, what for, which header slots hold
+    what (``key``: job, iteration and epoch name the iteration; ``worker``: the sender's worker
+    id; ``task``/``count``: their meaning, None if unused) and the payload's sections in order.
+    Descriptive: the hot paths read the slots directly, tests and the docs read this."""
+
+    direction: str
+    carries: str
+    body: Body = "float64"
+    key: bool = False
+    worker: bool = False
+    task: str | None = None
+    count: str | None = None
+    payload: tuple[Section, ...] = ()
+
+
+_TO_WORKER, _TO_MASTER = "master → worker", "worker → master"
+_ENTRIES = Section("trace entries", Size.ENTRIES)
+
+LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
+    Tag.SETUP: Layout(
+        _TO_WORKER, "once at start-up (and again after a re-split or re-code): the worker's data "
+        "and settings; or, when planning failed, the refusal every rank raises", body="pickle",
+        payload=(Section("its WorkerSetup (pickle protocol 5, each contiguous array's bytes left "
+                         "out to follow as SETUP_DATA), or the refusal", Size.REST),)),
+    Tag.ITERATE: Layout(
+        _TO_WORKER, "θ and the ordered task list of one iteration, one buffer for every worker "
+        "(θ packed once)", key=True, task="offsets (ranks + 1)", count="length of θ",
+        payload=(Section("θ", Size.COUNT),
+                 Section("offsets: where each comm rank's list starts", Size.TASK),
+                 Section("task lists, back to back", Size.REST))),
+    Tag.RESULT: Layout(
+        _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
+        "the worker's last message", key=True, worker=True, task="trace entries",
+        count="task ids",
+        payload=(Section("task ids", Size.COUNT),
+                 Section("values, back to back: float64, or float32 two a slot (the last "
+                         "padded) for a job whose results travel so", Size.REST),
+                 _ENTRIES)),
+    Tag.PURGE: Layout(_TO_WORKER, "drop what is left of (job, iteration)", key=True),
+    Tag.STOP: Layout(_TO_WORKER, "finish; the worker answers STOP_ACK and leaves its loop"),
+    Tag.STOP_ACK: Layout(
+        _TO_MASTER, "its last word: its counters and the trace entries not sent yet",
+        worker=True, task="trace entries", count="counters",
+        payload=(Section("counters: tasks computed, results sent, tasks dropped, rows computed",
+                         Size.COUNT), _ENTRIES)),
+    Tag.ERROR: Layout(_TO_MASTER, "an exception in a task, as text", body="pickle",
+                      payload=(Section("the traceback's text (comm.send)", Size.REST),)),
+    Tag.PROGRESS: Layout(
+        _TO_MASTER, "when a purge cut a task off: how much was done since the last result, in "
+        "how long (the adaptive split's sample)", key=True, worker=True,
+        task="the task cut off", count="2",
+        payload=(Section("tasks done: finished unsent ones plus the cut task's share", Size.ONE),
+                 Section("the seconds they took", Size.ONE))),
+    Tag.PING: Layout(
+        "master → worker, and back", "at set-up with the trace on; the worker answers with its "
+        "clock (aligning the trace's clocks)", worker=True, count="1 in the answer, 0 in the ping",
+        payload=(Section("the worker's clock (time.perf_counter), in the answer", Size.COUNT),)),
+    Tag.TRACE: Layout(
+        _TO_MASTER, "trace entries alone, from a worker that sends no results", worker=True,
+        task="trace entries", count=f"their values (task × {len(TRACE_FIELDS)})",
+        payload=(_ENTRIES,)),
+    Tag.ASSIGN: Layout(
+        _TO_WORKER, "partial work: the worker's new piece list for the open iteration (θ is the "
+        "ITERATE's)", key=True, count="piece ids", payload=(Section("piece ids", Size.COUNT),)),
+    Tag.SETUP_DATA: Layout(
+        _TO_WORKER, "right after a SETUP: its arrays' bytes, one a message", body="bytes",
+        payload=(Section("one array's bytes, received into the buffer the array keeps",
+                         Size.REST),)),
+    Tag.RELEASE: Layout(_TO_WORKER, "once every STOP is acknowledged: the worker may leave now"),
+})
 
 
 @dataclass(slots=True)
@@ -110,9 +205,8 @@ def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
 
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
                  tasks: Mapping[int, Sequence[int]], epoch: int = 0) -> np.ndarray:
-    """ITERATE, one buffer for every worker of the iteration (theta packed once): ``count``
-    entries of theta, then where each rank's task list starts (``task`` = ranks + 1 offsets, by
-    comm rank), then the task lists back to back. ``tasks`` maps comm rank to its task ids."""
+    """ITERATE (laid out as ``LAYOUTS`` says), one buffer for every worker of the iteration;
+    ``tasks`` maps comm rank to its task ids."""
     offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
     n = theta.size
     buf = np.empty(HEADER + n + lists.size, dtype=np.float64)
@@ -155,10 +249,9 @@ _NO_ENTRIES.flags.writeable = False
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0,
                 trace: Sequence[TraceEntry] = NO_TRACE, half: bool = False) -> np.ndarray:
-    """RESULT: ``count`` task ids, then their values back to back (one message, one or many),
-    then ``task`` trace entries (TRACE_FIELDS each: this worker's tasks since its last message,
-    these ones included). ``half``: the values as float32, two to a slot (the last slot
-    padded), for a job whose results may travel so (half the bytes)."""
+    """RESULT (laid out as ``LAYOUTS`` says): one task's values or many, and ``trace``, this
+    worker's entries since its last message. ``half``: the values as float32, two to a slot,
+    for a job whose results may travel so (half the bytes)."""
     n = len(tasks)
     size = sum(np.size(v) for v in values)
     slots = (size + 1) // 2 if half else size
@@ -197,7 +290,8 @@ def result_trace(msg: Message) -> np.ndarray:
 
 
 def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``rest`` of a RESULT or STOP_ACK payload, and the trace entries at its end."""
+    """``rest`` of a RESULT, STOP_ACK or TRACE payload, and the ``task`` trace entries at its
+    end."""
     size = msg.task * len(TRACE_FIELDS)
     if size <= 0:
         return rest, _NO_ENTRIES
@@ -205,7 +299,7 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def pack_assign(job: int, iteration: int, tasks: Sequence[int], epoch: int = 0) -> np.ndarray:
-    """ASSIGN: ``count`` piece ids, the worker's list from now on (theta is the ITERATE's)."""
+    """ASSIGN (laid out as ``LAYOUTS`` says): ``tasks``, the worker's piece list from now on."""
     return pack(job, iteration, epoch, -1, -1, np.asarray(tasks, dtype=np.float64))
 
 
@@ -217,14 +311,14 @@ def assign_fields(msg: Message) -> tuple[int, ...]:
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,
                  counters: tuple[int, ...] = (), epoch: int = 0,
                  trace: Sequence[TraceEntry] = NO_TRACE) -> np.ndarray:
-    """PURGE, STOP, PING and STOP_ACK: a header, and for STOP_ACK the worker's counters, then
-    its trace entries not sent yet (``task`` of them)."""
+    """PURGE, STOP, RELEASE, the master's PING, and STOP_ACK with the worker's ``counters`` and
+    ``trace`` entries not sent yet (laid out as ``LAYOUTS`` says)."""
     return pack(job, iteration, epoch, len(trace), worker, np.asarray(counters, dtype=np.float64),
                 np.ravel(trace) if trace else np.empty(0))
 
 
 def pack_trace(worker: int, trace: Sequence[TraceEntry]) -> np.ndarray:
-    """TRACE: ``task`` trace entries, nothing else."""
+    """TRACE (laid out as ``LAYOUTS`` says): trace entries, nothing else."""
     return pack(-1, -1, 0, len(trace), worker, np.ravel(trace))
 
 
@@ -243,9 +337,8 @@ def ack_fields(msg: Message) -> tuple[tuple[int, int, int, int], np.ndarray]:
 
 def pack_progress(job: int, iteration: int, worker: int, task: int, done: float,
                   seconds: float, epoch: int = 0) -> np.ndarray:
-    """PROGRESS: when a purge cut ``task`` off, the tasks a worker had done since its last
-    result (finished but unsent ones, plus the cut task's share) and the seconds they took
-    (payload ``[done, seconds]``)."""
+    """PROGRESS (laid out as ``LAYOUTS`` says): when a purge cut ``task`` off, the tasks a
+    worker had ``done`` since its last result and the ``seconds`` they took."""
     return pack(job, iteration, epoch, task, worker, np.array([done, seconds]))
 
 
@@ -255,5 +348,5 @@ def progress_fields(msg: Message) -> tuple[float, float]:
 
 
 def pack_clock(worker: int, seconds: float) -> np.ndarray:
-    """A worker's answer to PING: its clock (payload ``[seconds]``)."""
+    """A worker's answer to PING: its clock, ``seconds`` (laid out as ``LAYOUTS`` says)."""
     return pack(-1, -1, 0, -1, worker, np.array([seconds]))

@@ -1,4 +1,5 @@
-"""Wire format round trips (pure numpy)."""
+"""Wire format round trips (pure numpy), and the layout table checked against what the pack
+functions write."""
 
 from __future__ import annotations
 
@@ -7,21 +8,33 @@ import pytest
 
 from mpicoded.runtime.protocol import (
     DROPPED,
+    LAYOUTS,
+    PURGED,
     SENT,
     TRACE_FIELDS,
+    Message,
+    Size,
     Tag,
     TraceEntry,
     ack_fields,
+    assign_fields,
     iterate_fields,
+    pack_assign,
+    pack_clock,
     pack_control,
     pack_iterate,
     pack_progress,
     pack_result,
+    pack_trace,
     progress_fields,
     result_fields,
     result_trace,
+    trace_fields,
     unpack,
 )
+
+ENTRIES = [TraceEntry(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED),
+           TraceEntry(0, 2, 0, 8, 12.0, 12.5, 7, SENT)]
 
 
 def test_iterate_round_trip_one_buffer_for_every_worker():
@@ -58,12 +71,10 @@ def test_result_round_trip_single_and_multi():
 
 
 def test_result_carries_trace_entries_after_its_values():
-    entries = [TraceEntry(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED),
-               TraceEntry(0, 2, 0, 8, 12.0, 12.5, 7, SENT)]
-    msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8], [np.arange(4.0)], trace=entries))
+    msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8], [np.arange(4.0)], trace=ENTRIES))
     tasks, got, trace = result_fields(msg)
     assert tasks == [8] and np.array_equal(got, [np.arange(4.0)])
-    assert [TraceEntry(*row) for row in trace.tolist()] == entries  # field by field, in order
+    assert [TraceEntry(*row) for row in trace.tolist()] == ENTRIES  # field by field, in order
 
 
 @pytest.mark.parametrize("width", [1, 4, 5])
@@ -106,6 +117,88 @@ def test_a_message_of_no_known_kind_is_refused_by_name():
     assert unpack(int(Tag.PURGE), pack_control(worker=1, counters=(0, 0, 0))).tag is Tag.PURGE
 
 
-def test_progress_comes_back_from_its_fields():
-    msg = unpack(Tag.PROGRESS, pack_progress(4, 17, 3, 12, 2.5, 0.75))
-    assert (msg.task, msg.worker) == (12, 3) and progress_fields(msg) == (2.5, 0.75)
+def sections(msg: Message) -> list[np.ndarray]:
+    """``msg``'s payload cut into the sections its tag's layout names, sized by its header."""
+    width = len(TRACE_FIELDS)
+    sizes = {Size.COUNT: msg.count, Size.TASK: msg.task, Size.ENTRIES: msg.task * width, Size.ONE: 1}
+    known = [sizes.get(section.size) for section in LAYOUTS[msg.tag].payload]
+    rest = len(msg.payload) - sum(n for n in known if n is not None)
+    assert rest >= 0 and (rest == 0 or None in known), f"{msg.tag.name}: {rest} values left"
+    out, at = [], 0
+    for n in known:
+        out.append(msg.payload[at : at + (rest if n is None else n)])
+        at += len(out[-1])
+    return out
+
+
+THETA = np.linspace(-1, 1, 9)
+VALUES = [np.arange(5.0), np.arange(5.0) * 2]
+# A message of every float64 kind, what its used header slots hold and its sections in order.
+WIRE = [
+    (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2),
+     {"job": 3, "iteration": 41, "epoch": 2, "task": 5, "count": 9},
+     [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2]]),
+    (Tag.RESULT, pack_result(3, 41, 6, [8, 9], VALUES, epoch=2, trace=ENTRIES),
+     {"job": 3, "iteration": 41, "epoch": 2, "worker": 6, "task": 2, "count": 2},
+     [[8, 9], np.concatenate(VALUES), np.ravel(ENTRIES)]),
+    (Tag.PURGE, pack_control(4, 17, epoch=1), {"job": 4, "iteration": 17, "epoch": 1}, []),
+    (Tag.STOP, pack_control(), {}, []),
+    (Tag.STOP_ACK, pack_control(worker=3, counters=(10, 7, 3, 900), trace=ENTRIES),
+     {"worker": 3, "task": 2, "count": 4}, [[10, 7, 3, 900], np.ravel(ENTRIES)]),
+    (Tag.PROGRESS, pack_progress(4, 17, 3, 12, 2.5, 0.75, epoch=1),
+     {"job": 4, "iteration": 17, "epoch": 1, "worker": 3, "task": 12, "count": 2},
+     [[2.5], [0.75]]),
+    (Tag.PING, pack_control(), {"worker": -1, "count": 0}, [[]]),  # the master's ping
+    (Tag.PING, pack_clock(3, 12.5), {"worker": 3, "count": 1}, [[12.5]]),  # the answer
+    (Tag.TRACE, pack_trace(3, ENTRIES), {"worker": 3, "task": 2, "count": 16}, [np.ravel(ENTRIES)]),
+    (Tag.ASSIGN, pack_assign(4, 17, (5, 2, 9), epoch=1),
+     {"job": 4, "iteration": 17, "epoch": 1, "count": 3}, [[5, 2, 9]]),
+    (Tag.RELEASE, pack_control(), {}, []),
+]
+
+
+def test_every_tag_has_a_layout_whose_sections_its_header_sizes():
+    assert set(LAYOUTS) == set(Tag)
+    for tag, layout in LAYOUTS.items():
+        sizes = [section.size for section in layout.payload]
+        assert sizes.count(Size.REST) <= 1, tag.name
+        if layout.body != "float64":  # a pickle or raw bytes: no header, one section
+            assert (layout.key, layout.worker, layout.task, layout.count) == (False, False, None, None)
+            assert sizes == [Size.REST], tag.name
+        assert layout.count is not None or Size.COUNT not in sizes, tag.name
+        assert layout.task is not None or not {Size.TASK, Size.ENTRIES} & set(sizes), tag.name
+    assert {tag for tag, _, _, _ in WIRE} == {t for t, layout in LAYOUTS.items()
+                                              if layout.body == "float64"}
+
+
+@pytest.mark.parametrize(("tag", "buf", "header", "parts"), WIRE, ids=[w[0].name for w in WIRE])
+def test_header_slots_and_sections_are_what_the_layout_says(tag, buf, header, parts):
+    """The slots the layout says are used hold what was packed (the others it leaves alone),
+    and its sections, sized by the header, give back every part in order."""
+    layout = LAYOUTS[tag]
+    used = {*(("job", "iteration", "epoch") if layout.key else ()), *(("worker",) if layout.worker
+            else ()), *(("task",) if layout.task else ()), *(("count",) if layout.count else ())}
+    assert set(header) == used
+    msg = unpack(tag, buf)
+    assert {slot: getattr(msg, slot) for slot in used} == header
+    got = sections(msg)
+    assert len(got) == len(parts) and all(np.array_equal(g, p) for g, p in zip(got, parts, strict=True))
+
+
+def test_assign_progress_and_trace_come_back_from_their_fields():
+    """The kinds the round trips above leave out."""
+    assert assign_fields(unpack(Tag.ASSIGN, pack_assign(4, 17, (5, 2, 9)))) == (5, 2, 9)
+    assert progress_fields(unpack(Tag.PROGRESS, pack_progress(4, 17, 3, 12, 2.5, 0.75))) == (2.5, 0.75)
+    trace = trace_fields(unpack(Tag.TRACE, pack_trace(3, ENTRIES)))
+    assert [TraceEntry(*row) for row in trace.tolist()] == ENTRIES
+
+
+def test_half_results_fill_the_values_section_two_to_a_slot():
+    """A float32 RESULT: the section between ids and trace entries holds the values two to a
+    slot, the last padded, and the trace entries still sit where ``task`` says."""
+    values = [np.arange(3.0) + t / 2 for t in range(3)]  # 9 values: 5 slots
+    entries = [TraceEntry(1, 2, 0, 7, 1.0, 2.0, 1, PURGED)]
+    ids, packed, trace = sections(unpack(Tag.RESULT, pack_result(1, 2, 4, [7, 3, 0], values,
+                                                                 trace=entries, half=True)))
+    assert list(ids) == [7, 3, 0] and len(packed) == 5 and np.array_equal(trace, np.ravel(entries))
+    assert np.array_equal(packed.view(np.float32), np.append(np.concatenate(values), 0.0))

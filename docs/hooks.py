@@ -1,11 +1,14 @@
-"""MkDocs hook: generate the CLI reference from the real parsers and the option table.
+"""MkDocs hook: generate the CLI reference from the real parsers and the option table, and the
+wire layouts from the protocol's table.
 
 ``docs/reference/cli.md`` holds two marker lines. ``<!-- subcommands -->`` becomes the table of
 ``mpicoded.cli.SUBCOMMANDS`` and ``<!-- train-flags -->`` the flags of ``python -m
 mpicoded.train``, one table per ``--help`` group: the job flags from
 ``mpicoded.train.build_parser``, then every run option from ``mpicoded.options.RunOptions``
-with its ``mpicoded.run`` keyword. No module read here loads MPI on import (``mpicoded.train``
-imports it inside ``main`` only), so the docs build without MPI.
+with its ``mpicoded.run`` keyword. ``docs/architecture.md`` holds ``<!-- wire-layouts -->``,
+which becomes ``mpicoded.runtime.protocol.LAYOUTS``, a row a tag. None of these modules loads
+MPI on import (``mpicoded.train`` imports it inside ``main`` only), so the docs build without
+MPI.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SUBCOMMANDS_MARKER = "<!-- subcommands -->"
 FLAGS_MARKER = "<!-- train-flags -->"
-PAGE = "reference/cli.md"
+LAYOUTS_MARKER = "<!-- wire-layouts -->"
 
 log = logging.getLogger("mkdocs.hooks.cli")
 
@@ -97,15 +100,41 @@ def subcommands_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
+def layouts_markdown() -> str:
+    """Every message kind's wire layout, from ``mpicoded.runtime.protocol.LAYOUTS``."""
+    from mpicoded.runtime.protocol import LAYOUTS
+
+    rows = ["| tag | direction | what it carries | header | payload, in order |", "|---|---|---|---|---|"]
+    for tag, layout in LAYOUTS.items():
+        if layout.body == "float64":
+            used = ["`job`, `iteration`, `epoch`"] if layout.key else []
+            used += ["`worker`: the sender's"] if layout.worker else []
+            used += [f"`{slot}`: {what}" for slot, what in (("task", layout.task), ("count", layout.count))
+                     if what is not None]
+            header = "; ".join(used) or "none used"
+            payload = "; ".join(f"{s.name} [{s.size.value}]" for s in layout.payload) or "none"
+        else:  # no header: the sections are the whole message
+            header = f"none ({layout.body})"
+            payload = "; ".join(s.name for s in layout.payload)
+        rows.append(f"| `{tag.name}` ({int(tag)}) | {layout.direction} | {_cell(layout.carries)} "
+                    f"| {_cell(header)} | {_cell(payload)} |")
+    return "\n".join(rows) + "\n"
+
+
+PAGES = {"reference/cli.md": ((SUBCOMMANDS_MARKER, subcommands_markdown), (FLAGS_MARKER, flags_markdown)),
+         "architecture.md": ((LAYOUTS_MARKER, layouts_markdown),)}
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    if page.file.src_uri != PAGE:
+    markers = PAGES.get(page.file.src_uri)
+    if markers is None:
         return markdown
     if str(ROOT) not in sys.path:  # here, not on import: MkDocs restores sys.path after loading a hook
         sys.path.insert(0, str(ROOT))
-    for marker, make in ((SUBCOMMANDS_MARKER, subcommands_markdown), (FLAGS_MARKER, flags_markdown)):
+    for marker, make in markers:
         lines = markdown.split("\n")
         if marker not in (line.strip() for line in lines):
-            log.warning("%s has no marker line %s", PAGE, marker)
+            log.warning("%s has no marker line %s", page.file.src_uri, marker)
             continue
         markdown = "\n".join(make() if line.strip() == marker else line for line in lines)
     return markdown

@@ -1,14 +1,17 @@
 """The documentation's links (no MPI, no MkDocs): every relative link in README.md and docs/
 reaches a file, and a ``#anchor`` a heading of it; nothing points outside the repository; the
-README stays short."""
+README stays short; the wire layouts' marker renders a row a tag."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import unicodedata
 from pathlib import Path
 
 import pytest
+
+from mpicoded.runtime.protocol import Tag
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -75,3 +78,15 @@ def test_slug_matches_mkdocs():
     assert slug("Real slow ranks: `--throttle`") == "real-slow-ranks-throttle"
     assert slug("Paper 001's constructions") == "paper-001s-constructions"
     assert slug("Idle waits: `--wait`") == "idle-waits-wait"
+
+
+def test_the_wire_layouts_are_rendered_a_row_a_tag():
+    """docs/hooks.py turns architecture.md's marker into LAYOUTS, every tag a row of its own."""
+    spec = importlib.util.spec_from_file_location("hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert hooks.LAYOUTS_MARKER in page.splitlines()
+    rows = hooks.layouts_markdown().splitlines()[2:]
+    assert [row.split("|")[1].strip() for row in rows] == [f"`{t.name}` ({int(t)})" for t in Tag]

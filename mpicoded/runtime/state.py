@@ -54,10 +54,19 @@ class SendAssign:
 class Recode:
     """The code cannot decode this iteration (too many workers are dead, or every result is in
     and they do not suffice, as a sampled sparse code may find): the master must abandon it,
-    re-build the code for the survivors and start the iteration again."""
+    re-build the code for the survivors and start the iteration again. With no survivor
+    (``dead`` is every worker) the run cannot go on."""
 
     dead: frozenset[int]
     reason: str = "workers died"
+
+
+@dataclass(frozen=True)
+class Forget:
+    """``worker`` is lost (dead, or silent past --iteration-timeout): drop what is pending to
+    it and split the load without it. First of what a loss returns, once a worker."""
+
+    worker: int
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,7 @@ class Decoded:
     decoded_at: float = 0.0
 
 
-Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode
+Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode | Forget
 
 
 # Events: what the MPI loop (or the simulator) tells the machine. Not frozen: a ResultArrived is
@@ -170,7 +179,9 @@ class _Iteration:
 
 @dataclass
 class MasterState:
-    """Tracks the current iteration, each worker's outstanding tasks and the counters."""
+    """Tracks the current iteration, each worker's outstanding tasks, the counters, and who is
+    lost: it alone decides whether a loss counts and whether it takes a re-code. Workers are
+    code indices, as in every event and action; a re-code makes a new state for the survivors."""
 
     code: Code
     tolerance: int = 0
@@ -195,10 +206,15 @@ class MasterState:
             self.totals.setdefault(key, 0)
 
     @property
-    def _live(self) -> set[int]:
-        """``workers``, never None once ``__post_init__`` has filled it in."""
+    def live(self) -> set[int]:
+        """The live workers: ``workers``, never None once ``__post_init__`` has filled it in."""
         assert self.workers is not None
         return self.workers
+
+    @property
+    def dead(self) -> frozenset[int]:
+        """The code's workers lost (``WorkerLost``): they get nothing more."""
+        return frozenset(range(self.code.n_workers)) - self.live
 
     def start_iteration(self, job: int, iteration: int, now: float,
                         schedule: tuple[tuple[int, ...], ...] | None = None) -> list[Action]:
@@ -213,7 +229,7 @@ class MasterState:
         schedule = self.code.schedule if schedule is None else schedule
         self.rounds += 1
         self.quiet = self._quiet() if self.partial else frozenset()
-        outstanding = {w: set(schedule[w]) for w in self._live
+        outstanding = {w: set(schedule[w]) for w in self.live
                        if schedule[w] and w not in self.quiet}
         self.current = _Iteration(job, iteration, now, self.code.decoder(self.tolerance),
                                   outstanding, schedule)
@@ -229,9 +245,9 @@ class MasterState:
                 self.last_sent[w] = self.rounds
             self._deal([t for w in sorted(self.quiet) for t in schedule[w]])
             lists = {w: tuple(tasks) for w, tasks in cur.lists.items()}
-        died = len(self._live) < self.code.n_workers
+        died = len(self.live) < self.code.n_workers
         if died and not self._still_decodable():  # deaths between iterations, more than it takes
-            return [*held, Recode(self._dead())]
+            return [*held, Recode(self.dead)]
         purges: list[Action] = [p for p in held if p.worker not in outstanding]
         return purges + [SendIterate(w, job, iteration, lists[w], self.epoch)
                          for w in sorted(outstanding)]
@@ -264,19 +280,16 @@ class MasterState:
         holds = self.code.params["holds"]
         return set().union(*(holds[w] for w in workers))
 
-    def _dead(self) -> frozenset[int]:
-        return frozenset(set(range(self.code.n_workers)) - self._live)
-
     def _still_decodable(self) -> bool:
         """Could the results received so far plus everything the living still owe decode?"""
         cur = self.current
         assert cur is not None  # only asked while an iteration is open
         if self.partial:  # a piece can be handed to any living holder of its block
-            return cur.decoder.could_finish(self._holding(self._live))
+            return cur.decoder.could_finish(self._holding(self.live))
         probe = self.code.decoder(self.tolerance)
         for task in cur.decoder.tasks:
             probe.add(task)
-        for w in self._live:
+        for w in self.live:
             for task in cur.outstanding.get(w, ()):
                 if probe.add(task):
                     return True
@@ -300,7 +313,7 @@ class MasterState:
 
     def is_live(self, worker: int) -> bool:
         """Whether results from ``worker`` still count (not dead, not timed out)."""
-        return worker in self._live
+        return worker in self.live
 
     def on_result(self, worker: int, job: int, iteration: int, tasks: list[int],
                   values: np.ndarray | None, now: float, epoch: int = 0) -> list[Action]:
@@ -310,7 +323,7 @@ class MasterState:
         cur = self.current
         if (cur is None or cur.done or (job, iteration, epoch) != (cur.job, cur.iteration,
                                                                      self.epoch)
-                or worker not in self._live):
+                or worker not in self.live):
             self.stale_results += len(tasks)
             self.totals["stale_results"] += len(tasks)
             return []
@@ -331,11 +344,11 @@ class MasterState:
             cur.told.discard(worker)
             actions = self._spare(worker, tasks) + self._hand_over([worker])
             if (not actions and "ranges" in self.code.params
-                    and not any(self._owed(w) for w in cur.sent & self._live)):
+                    and not any(self._owed(w) for w in cur.sent & self.live)):
                 actions = self._cover()
             return actions
         if not cur.outstanding.get(worker) and not any(cur.outstanding.values()):
-            return [Recode(self._dead(), "every result is in and the code cannot decode them")]
+            return [Recode(self.dead, "every result is in and the code cannot decode them")]
         return []
 
     def _quiet(self) -> frozenset[int]:
@@ -347,10 +360,10 @@ class MasterState:
         case (a worker purged before it sent anything has nothing stale to send). Never a
         worker without whom the round's blocks could not decode (a partition left with no
         holder; coded blocks too few for a range)."""
-        quiet = {w for w in self._live if self.rounds - self.heard.setdefault(w, self.rounds)
+        quiet = {w for w in self.live if self.rounds - self.heard.setdefault(w, self.rounds)
                  > QUIET_ROUNDS and self.rounds - self.last_sent.get(w, 0) <= QUIET_ROUNDS}
         for w in sorted(quiet):
-            if not self.code.decoder().could_finish(self._holding(self._live - quiet)):
+            if not self.code.decoder().could_finish(self._holding(self.live - quiet)):
                 quiet.discard(w)
         return frozenset(quiet)
 
@@ -370,7 +383,7 @@ class MasterState:
         nothing takes over something else. Not one told a list it has not read yet."""
         cur = self.current
         assert cur is not None
-        owners = {cur.owner.get(t, -1) for t in tasks} & self._live - cur.told - {worker}
+        owners = {cur.owner.get(t, -1) for t in tasks} & self.live - cur.told - {worker}
         actions: list[Action] = []
         for o in sorted(owners):
             pending = cur.lists.get(o, [])[cur.reported.get(o, 0):]
@@ -412,7 +425,7 @@ class MasterState:
             for key in sorted(mine) if m else ():
                 q = key * m + t % m
                 if (q not in chosen and cur.decoder.needs(q)
-                        and cur.owner.get(q) not in self._live):
+                        and cur.owner.get(q) not in self.live):
                     out.append((t, q))
                     chosen.add(q)
                     break
@@ -436,18 +449,18 @@ class MasterState:
         actions: list[Action] = []
         needs = cur.decoder.needs
         for thief in idle:
-            if thief not in self._live or self._owed(thief):
+            if thief not in self.live or self._owed(thief):
                 continue
             unowned = sorted(t for t, w in cur.owner.items()  # a share nobody computes
-                             if w not in self._live and w != RELEASED and needs(t))
+                             if w not in self.live and w != RELEASED and needs(t))
             covered = self._stand_ins(unowned, thief)
             if thief not in cur.sent:  # quiet (or no share): only what no worker of the round
-                others = cur.sent & self._live  # can take
+                others = cur.sent & self.live  # can take
                 covered = [(t, q) for t, q in covered
                            if not any(self._stand_ins([t], o) for o in others)]
             pairs, victim = covered, -1
             if not pairs and thief in cur.sent:
-                for other in sorted(self._live - {thief, robber}):
+                for other in sorted(self.live - {thief, robber}):
                     owed = self._stand_ins(self._owed(other), thief)
                     if len(owed) > len(pairs):
                         pairs, victim = owed, other
@@ -488,13 +501,13 @@ class MasterState:
         A re-code if even the living's every block would not do."""
         cur = self.current
         assert cur is not None
-        if not cur.decoder.could_finish(self._holding(self._live)):
-            return [Recode(self._dead(), "every result is in and the code cannot decode them")]
+        if not cur.decoder.could_finish(self._holding(self.live)):
+            return [Recode(self.dead, "every result is in and the code cannot decode them")]
         holds, pieces = self.code.params["holds"], self.code.params["pieces"]
         actions: list[Action] = []
-        for w in sorted(cur.sent & self._live):
+        for w in sorted(cur.sent & self.live):
             taken = [t for t in range(self.code.n_tasks) if pieces[t].key in holds[w]
-                     and cur.decoder.needs(t) and cur.owner.get(t) not in self._live]
+                     and cur.decoder.needs(t) and cur.owner.get(t) not in self.live]
             if taken:
                 actions.append(self._give(w, taken))
         return actions
@@ -530,23 +543,25 @@ class MasterState:
     def release_purges(self) -> list[SendPurge]:
         """The last decode's purges, now: no iteration follows at once (the master waits for
         the next job to arrive), so nothing else would stop the work they drop."""
-        held, self.held = [p for p in self.held if p.worker in self._live], []
+        held, self.held = [p for p in self.held if p.worker in self.live], []
         return held
 
     def on_worker_failed(self, worker: int) -> list[Action]:
-        """A worker died: it gets no more work and its outstanding tasks are lost. If the results
-        still to come from the living can no longer decode this iteration, ask for a re-code."""
-        if worker not in self._live:
+        """A worker died: it is forgotten, gets no more work and its outstanding tasks are lost.
+        If the results still to come from the living can no longer decode this iteration, ask
+        for a re-code. Dead already: nothing new. One that acknowledged STOP has left as told
+        (under ULFM its exit is reported as a failure): no loss either."""
+        if worker not in self.live or worker in self.acked:
             return []
-        self._live.discard(worker)
+        self.live.discard(worker)
         self.totals["failed_workers"] += 1
         cur = self.current
         if cur is None or cur.done:
-            return []
+            return [Forget(worker)]
         cur.outstanding.pop(worker, None)
         if not self._still_decodable():
-            return [Recode(self._dead())]
-        return self._hand_over(sorted(self._live)) if self.partial else []
+            return [Forget(worker), Recode(self.dead)]
+        return [Forget(worker), *(self._hand_over(sorted(self.live)) if self.partial else [])]
 
     def silent(self, now: float, timeout: float) -> list[int]:
         """Workers that owe the open iteration results and have sent none for ``timeout``
@@ -556,7 +571,7 @@ class MasterState:
         if cur is None or cur.done or now - cur.started < timeout:
             return []
         return sorted(w for w, tasks in cur.outstanding.items()
-                      if tasks and w in self._live
+                      if tasks and w in self.live
                       and now - cur.started - max(cur.arrivals.get(w, [0.0])) >= timeout)
 
     def abandon(self) -> list[Action]:
@@ -566,7 +581,7 @@ class MasterState:
             return []
         cur.done = True
         return [SendPurge(w, cur.job, cur.iteration, self.epoch)
-                for w in sorted(self._live) if cur.outstanding.get(w)]
+                for w in sorted(self.live) if cur.outstanding.get(w)]
 
     def describe(self) -> str:
         """One line on what this state waits for (a rank asked where it is: SIGUSR1)."""
@@ -581,15 +596,15 @@ class MasterState:
                 if cur.decoder.needs(t):
                     needed.setdefault(cur.owner.get(t, -1), []).append(t)
             return (f"{head}: {len(cur.decoder.tasks)} pieces in, still needed by owner "
-                    f"{needed} (-1: nobody's), dead workers {sorted(self._dead())}")
+                    f"{needed} (-1: nobody's), dead workers {sorted(self.dead)}")
         owed = {w: sorted(t) for w, t in cur.outstanding.items() if t}
         return (f"{head}: tasks decoded from {sorted(cur.decoder.tasks)}, "
-                f"owed by live worker {owed}, dead workers {sorted(self._dead())}")
+                f"owed by live worker {owed}, dead workers {sorted(self.dead)}")
 
     def stop(self) -> list[Action]:
         """End of the run: every worker is told to stop (STOP supersedes the purges held)."""
         self.held = []
-        return [SendStop(w) for w in sorted(self._live)]
+        return [SendStop(w) for w in sorted(self.live)]
 
     def on_stop_ack(self, worker: int) -> None:
         """A worker acknowledged STOP."""
@@ -597,4 +612,4 @@ class MasterState:
 
     @property
     def all_acked(self) -> bool:
-        return self.acked >= self._live
+        return self.acked >= self.live

@@ -9,7 +9,14 @@ import pytest
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import holders, partial_code
 from mpicoded.delays import DelayModel
-from mpicoded.runtime.state import Decoded, MasterState, Recode, SendAssign, SendIterate
+from mpicoded.runtime.state import (
+    Decoded,
+    Forget,
+    MasterState,
+    Recode,
+    SendAssign,
+    SendIterate,
+)
 from mpicoded.sim import Simulator
 
 CODES = [("uncoded", {}), ("frc", {"stragglers": 1}), ("frc", {"stragglers": 2}),
@@ -140,7 +147,7 @@ def test_a_dead_holders_pieces_are_handed_to_an_idle_one():
         done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
                                1.0)
     far = next(a for a in done if a.worker == 1)  # worker 1 takes the far half of 0's share
-    assert state.on_worker_failed(0) == []  # worker 1 is busy: the rest waits for it
+    assert state.on_worker_failed(0) == [Forget(0)]  # worker 1 is busy: the rest waits for it
     (rest,) = state.on_result(1, 0, 0, list(far.tasks), vals[list(far.tasks)], 2.0)
     assert rest.worker == 1 and sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])
     decoded = state.on_result(1, 0, 0, list(rest.tasks), vals[list(rest.tasks)], 3.0)
@@ -151,8 +158,8 @@ def test_losing_every_holder_of_a_partition_asks_for_a_recode():
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     state = MasterState(part)
     state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(0) == []  # worker 1 still holds partitions 0 and 1
-    assert isinstance(state.on_worker_failed(1)[0], Recode)
+    assert state.on_worker_failed(0) == [Forget(0)]  # worker 1 still holds partitions 0 and 1
+    assert state.on_worker_failed(1) == [Forget(1), Recode(frozenset({0, 1}))]
 
 
 def test_the_simulator_pays_no_redundancy_without_a_straggler():
@@ -280,7 +287,8 @@ def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_
     state.last_sent = {w: 10 for w in range(6)}
     state.start_iteration(0, 0, 0.0)
     assert state.quiet == {4}
-    (sent,) = state.on_worker_failed(1)
+    forget, sent = state.on_worker_failed(1)
+    assert forget == Forget(1)
     assert isinstance(sent, SendIterate) and sent.worker == 4
     shared = part.params["subsets"].index((1, 4))
     assert {part.params["pieces"][t].key for t in sent.tasks} == {shared}

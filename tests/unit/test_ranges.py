@@ -13,6 +13,7 @@ from mpicoded.delays import DelayModel
 from mpicoded.runtime.state import (
     RELEASED,
     Decoded,
+    Forget,
     MasterState,
     Recode,
     SendAssign,
@@ -235,8 +236,8 @@ def test_a_dead_workers_ranges_are_stood_in_for_and_too_many_deaths_re_code():
     assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
     state = MasterState(part)
     state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(0) == []  # the other five blocks still decode every range
-    assert isinstance(state.on_worker_failed(1)[0], Recode)
+    assert state.on_worker_failed(0) == [Forget(0)]  # the other five blocks decode every range
+    assert state.on_worker_failed(1) == [Forget(1), Recode(frozenset({0, 1}))]
 
 
 def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed():

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from mpicoded.codes import make_code
-from mpicoded.runtime.state import Decoded, MasterState, SendIterate, SendPurge, SendStop
+from mpicoded.runtime.state import (
+    Decoded,
+    Forget,
+    MasterState,
+    SendIterate,
+    SendPurge,
+    SendStop,
+)
 
 
 def value(code, task, f):
@@ -149,7 +156,7 @@ def test_without_purging_nothing_is_purged(frc6):
 def test_dead_worker_within_tolerance_needs_no_recode(frc6):
     state = MasterState(frc6)
     state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(1) == []  # its group partner, worker 0, still computes
+    assert state.on_worker_failed(1) == [Forget(1)]  # its group partner, 0, still computes
     assert 1 not in state.workers and state.totals["failed_workers"] == 1
     assert state.on_result(1, 0, 0, [1], None, 0.1) == []  # a dead worker's late result: stale
     assert state.stale_results == 1
@@ -165,9 +172,9 @@ def test_losing_a_whole_group_asks_for_a_recode(frc6):
 
     state = MasterState(frc6)
     state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(2) == []
+    assert state.on_worker_failed(2) == [Forget(2)]
     actions = state.on_worker_failed(3)  # group {2, 3} is gone: partitions 2, 3 are lost
-    assert actions == [Recode(frozenset({2, 3}))]
+    assert actions == [Forget(3), Recode(frozenset({2, 3}))]
     purges = state.abandon()
     assert {p.worker for p in purges} == {0, 1, 4, 5} and state.current.done
 

@@ -367,8 +367,8 @@ def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
     else:
         survivors, epoch, recode = adopt
         master.adopt(survivors, epoch)
-        if recode:
-            master.recode()
+        if recode:  # the code the workers hold is an older master's re-code
+            master.recode("taken over from a re-coded run")
         elif master.splitter is not None and master.splitter.kind != "adaptive":
             master.place(master.splitter.schedule())  # the split moved tasks to the survivors
     plan.job.prepare_update()  # while the set-ups travel

@@ -36,6 +36,7 @@ from .result import JobRecord, RunResult
 from .state import (
     Action,
     Decoded,
+    Forget,
     IterationRecord,
     MasterState,
     Recode,
@@ -128,10 +129,12 @@ class Master:
         self.kill_at = kill_at or {}
         self.checkpoint = checkpoint  # (directory, every N iterations, fingerprint)
         self.iteration_timeout = iteration_timeout
-        self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe hung
+        # ranks, of any epoch (a re-code leaves them out of the code): who is dead is the
+        # state's, but these processes may be alive and are still stopped and released
+        self.timed_out: set[int] = set()  # declared failed for silence: alive, maybe hung
         self.stop_sent = False  # STOP has gone out to every living worker
         self.stopped: set[int] = set()  # ranks that acknowledged STOP
-        self.unstopped: list[int] = []  # of those, the ones that never acknowledged STOP
+        self.unstopped: list[int] = []  # running at the end, and never acknowledged STOP
         self.on_iteration, self.on_job = on_iteration, on_job
         self.log = log  # takes metrics lines: task records, failures, re-codes
         self.pieces = self.cut()
@@ -139,7 +142,6 @@ class Master:
         self.outbox = Outbox(comm, hold_back=purge, on_withheld=self.withheld)
         self.withheld_tasks = 0  # of ITERATEs never sent: superseded before the worker got one
         self.ranks = WorkerRanks.first(code.n_workers)
-        self.dead: set[int] = set()  # ranks
         self.recodes = 0
         self.theta = job.theta0()
         self.records: list[IterationRecord] = []
@@ -150,8 +152,7 @@ class Master:
         self.result_cpu_s = 0.0
         self.results_handled = 0
         self.decoded: Decoded | None = None
-        self.recode_needed = False
-        self.recode_reason = ""
+        self.recoding: Recode | None = None  # carried out once the loop is back at the top
         self.max_pending = 0  # most sends outstanding at once (a leak would make it grow)
         self.placed_bytes = 0  # set-ups sent: settings, data blocks (or only their ids), terms
         self.t0 = time.perf_counter()
@@ -190,9 +191,9 @@ class Master:
         after the set-up: MPI keeps one sender's messages in order."""
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         for w, tasks in enumerate(self.placement() if placement is None else placement):
-            rank = self.ranks.rank(w)
-            if rank in self.dead:
+            if not self.state.is_live(w):
                 continue
+            rank = self.ranks.rank(w)
             world = self.ranks.world(rank)
             setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
                                  self.kill_at.get(world), self.chunk_rows, adaptive,
@@ -223,8 +224,8 @@ class Master:
         so hosts line up): the ping of ``pings`` with the shortest round trip counts. A worker
         silent for ``patience`` seconds keeps the default offset (one host's)."""
         assert self.trace is not None
-        for rank in self.ranks:
-            if rank in self.dead:
+        for w, rank in enumerate(self.ranks):
+            if not self.state.is_live(w):
                 continue
             best = None
             try:
@@ -254,11 +255,10 @@ class Master:
         ``survivors[w + 1]``, or dead (this rank's own old tasks included); the workers hold
         set-ups of ``epoch``."""
         self.ranks = WorkerRanks.adopted(self.code.n_workers, survivors)
-        self.dead = {rank for rank in self.ranks if rank < 0}
         self.state = MasterState(self.pieces or self.code, self.tolerance, purge=self.purge,
                                  epoch=epoch, totals=self.state.totals)
         for w, rank in enumerate(self.ranks):
-            if rank < 0:
+            if rank < 0:  # the Forget it returns is moot: nothing was ever sent to it
                 self.state.handle(WorkerLost(w))
                 if self.splitter is not None:
                     self.splitter.exclude(w)
@@ -293,9 +293,10 @@ class Master:
             self.outbox.send(pack_control(), self.ranks.rank(action.worker), Tag.STOP)
         elif isinstance(action, Decoded):
             self.decoded = action
-        elif isinstance(action, Recode):
-            self.recode_needed = True
-            self.recode_reason = action.reason
+        elif isinstance(action, Forget):
+            self.outbox.forget({self.ranks.rank(action.worker)})
+        elif isinstance(action, Recode):  # not now: a re-code would change the ranks under
+            self.recoding = action  # whatever sent, placed or lost this
 
     def withheld(self, rank: int, messages: list[tuple[Buffer, Tag]]) -> None:
         """Messages the outbox held for ``rank`` behind an ITERATE it had not taken in, made
@@ -319,29 +320,31 @@ class Master:
     def describe(self) -> str:
         """Where the run is, in one line (SIGUSR1): the open iteration, the dead, pending sends."""
         held = self.outbox.holdback.queues if self.outbox.holdback is not None else {}
-        return (f"master: {self.state.describe()}; dead ranks {sorted(self.dead)}, "
-                f"{len(self.outbox.pending)} sends pending, held for ranks "
+        return (f"master: {self.state.describe()}; {len(self.outbox.pending)} sends pending, "
+                "held for ranks "
                 f"{ {rank: [h.tag.name for h in sends] for rank, sends in held.items()} }")
 
     def lose(self, ranks: set[int]) -> None:
-        """Workers found dead: no more work for them; maybe a re-code. One that acknowledged
-        STOP has left, as told (under ULFM its exit is reported as a failure): not one."""
-        new = ranks - self.dead - self.stopped
-        if not new:
-            return
-        self.dead |= new
-        self.outbox.forget(new)
-        alive = len(self.ranks) - len(self.dead & set(self.ranks))
-        logger.warning("worker rank(s) %s failed; %d workers left", sorted(new), alive)
-        self.record({"record": "failure", "ranks": sorted(new), "workers_left": alive})
-        for rank in sorted(new):
+        """Ranks found dead (or timed out): the state says which are losses (a Forget each)
+        and what follows; they are logged, the actions carried out and the load split again.
+        A rank the code has no worker for was left out by a re-code: lost already."""
+        actions: list[Action] = []
+        for rank in sorted(ranks):
             index = self.ranks.index(rank)
             if index is not None:
-                self.execute(self.state.handle(WorkerLost(index)))
-                if self.splitter is not None:  # split the load again among the living
-                    self.splitter.exclude(index)
-                    if self.splitter.kind != "adaptive":  # only adaptive has all data everywhere
-                        self.place(self.splitter.schedule())
+                actions += self.state.handle(WorkerLost(index))
+        lost = [a.worker for a in actions if isinstance(a, Forget)]
+        if not lost:
+            return
+        new, alive = [self.ranks.rank(w) for w in lost], len(self.state.live)
+        logger.warning("worker rank(s) %s failed; %d workers left", new, alive)
+        self.record({"record": "failure", "ranks": new, "workers_left": alive})
+        self.execute(actions)
+        if self.splitter is not None:  # split the load again among the living
+            for w in lost:
+                self.splitter.exclude(w)
+            if self.splitter.kind != "adaptive":  # only adaptive has all data everywhere
+                self.place(self.splitter.schedule())
 
     def pump(self, until: Callable[[], bool]) -> None:
         """Handle arriving messages, with backoff between empty polls, until ``until()``."""
@@ -404,23 +407,24 @@ class Master:
                 self.trace.opened(job, iteration, self.state.epoch)
             self.execute(self.state.start_iteration(job, iteration, self.clock(),
                                                     schedule))
-            if not self.recode_needed:
+            if self.recoding is None:
                 return
-            self.recode()  # the living cannot decode even before anything was sent
+            self.recode(self.recoding.reason)  # the living cannot decode it: nothing was sent
             self.decoded = None
 
     def finish_iteration(self) -> IterationRecord:
         """Wait until the open iteration decodes (re-coding and restarting it if too many
         workers die); step theta; let the splitter learn."""
         while True:
-            self.pump(lambda: self.decoded is not None or self.recode_needed or bool(self.silent()))
+            self.pump(lambda: self.decoded is not None or self.recoding is not None
+                      or bool(self.silent()))
             if self.decoded is not None:
                 break
-            if not self.recode_needed:  # workers silent past --iteration-timeout
+            if self.recoding is None:  # workers silent past --iteration-timeout
                 self.time_out(self.silent())
-                if not self.recode_needed:
+                if self.recoding is None:
                     continue
-            self.recode()
+            self.recode(self.recoding.reason)
             self.start_iteration(*self.current)
         decoded = self.decoded
         assert decoded.result is not None
@@ -432,9 +436,10 @@ class Master:
                                   (decoded.job, decoded.iteration, decoded.record.epoch))
         return decoded.record
 
-    def dead_for_sure(self) -> set[int]:
-        """Ranks known dead (under ULFM), not merely timed out."""
-        return self.dead - self.timed_out
+    def running(self) -> set[int]:
+        """Ranks that may still be running: the code's live workers, and those timed out
+        (lost to the code, but alive maybe)."""
+        return {self.ranks.rank(w) for w in self.state.live} | self.timed_out
 
     def silent(self) -> list[int]:
         """Code workers silent past the iteration timeout (none without one)."""
@@ -450,18 +455,19 @@ class Master:
         self.timed_out |= ranks
         self.lose(ranks)
 
-    def recode(self) -> None:
-        """Abandon the open iteration and re-build the code, and the data, for the survivors."""
+    def recode(self, reason: str) -> None:
+        """Abandon the open iteration and re-build the code, and the data, for the survivors
+        (the state's live workers, as they are now)."""
         self.execute(self.state.abandon())
-        live = [r for r in self.ranks if r not in self.dead]
-        if not live:
+        survivors = sorted(self.state.live)
+        if not survivors:
             raise AllWorkersFailed("every worker has failed: the job cannot go on")
+        live = [self.ranks.rank(w) for w in survivors]
         code = rebuild(self.code, len(live))
         self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
         job = self.job.recoded(code)
         if self.splitter is not None:  # what is known of the living, for tasks of a new size
             scale = task_share(job, code) / task_share(self.job, self.code)
-            survivors = [w for w, r in enumerate(self.ranks) if r not in self.dead]
             self.splitter = self.splitter.for_survivors(survivors, code.n_tasks, scale)
         totals, epoch = self.state.totals, self.state.epoch + 1
         self.code, self.job, self.ranks = code, job, self.ranks.recoded(live)
@@ -470,12 +476,12 @@ class Master:
         self.pieces = self.cut()
         self.state = MasterState(self.pieces or code, self.tolerance, purge=self.purge,
                                  epoch=epoch, totals=totals)
-        self.recode_needed = False
+        self.recoding = None
         self.recodes += 1
         shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())
         logger.info("%s: re-coded for %d workers: %s %s, tolerance %d (epoch %d)",
-                    self.recode_reason, len(live), code.name, shown, self.tolerance, epoch)
-        self.record({"record": "recode", "reason": self.recode_reason, "epoch": epoch,
+                    reason, len(live), code.name, shown, self.tolerance, epoch)
+        self.record({"record": "recode", "reason": reason, "epoch": epoch,
                      "workers": len(live), "code": code.name})
         self.place()  # a death while re-placing is found here or by the next iteration
 
@@ -513,7 +519,7 @@ class Master:
         Also the way out after a WorkerError: the failed worker is still serving and acks too.
         """
         self.send_stop()
-        for rank in sorted(self.timed_out - self.dead_for_sure()):  # alive, maybe: told too
+        for rank in sorted(self.timed_out):  # alive, maybe: told too
             try:
                 self.outbox.send(pack_control(), rank, Tag.STOP)
             except ProcessesFailed:
@@ -522,7 +528,6 @@ class Master:
         # hung in the last iteration, which decoded without it, never acknowledges
         grace = None if self.iteration_timeout is None else (
             time.perf_counter() + max(5.0, self.iteration_timeout))
-        expected = {r for r in self.ranks if r not in self.dead} | self.timed_out
 
         def over() -> bool:
             done = self.state.all_acked and self.timed_out <= self.stopped
@@ -535,12 +540,12 @@ class Master:
             except WorkerError:
                 continue  # a second worker's failure changes nothing now: keep draining
         if grace is not None:
-            self.unstopped = sorted(expected - self.stopped - self.dead_for_sure())
+            self.unstopped = sorted(self.running() - self.stopped)
         self.outbox.forget(self.timed_out | set(self.unstopped))  # hung: their sends may not end
         self.drain()
         # only now may the workers leave: under ULFM one leaving while others still stop is
         # reported as a death, and the master would then forget to stop a living one
-        for rank in sorted(self.stopped - self.dead_for_sure()):
+        for rank in sorted(self.stopped & self.running()):
             try:
                 self.outbox.send(pack_control(), rank, Tag.RELEASE)
             except ProcessesFailed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,32 +64,47 @@ from .transport import (
 from .worker import WorkerSetup
 
 
-def worker_setup(code: Code, job: Coded, delay: DelayModel, rank: int, tasks: Sequence[int],
-                 purge: bool, kill_at: tuple[int, int] | None, chunk_rows: int,
-                 report_progress: bool, epoch: int, trace: bool = False,
-                 pieces: Code | None = None, index: int | None = None) -> WorkerSetup:
-    """What the worker of world rank ``rank`` (its identity: delays are keyed by it) holds: its
-    settings, and the blocks and terms of ``tasks`` (only the ids of blocks a job's workers load
-    themselves); under partial work (``pieces``), the row range of every piece it may run, as
-    worker ``index`` of the code (rank - 1 until a re-code for fewer workers)."""
-    cost = job.task_cost()
-    blocks, terms = job.placement(tasks)
-    setup = WorkerSetup(worker=rank - 1, blocks=blocks, terms=terms, remote=job.remote,
-                        n_partitions=code.n_partitions,
-                        task_cost={t: float(cost[t]) for t in tasks},
-                        result_size=job.result_size, delay=delay,
-                        single_message=code.messages == "single", chunk_rows=chunk_rows,
-                        purge=purge, kill_at=kill_at, report_progress=report_progress,
-                        epoch=epoch, trace=trace, data_coded=job.data_coded, half=job.half)
-    if pieces is not None:  # every piece of the partitions it holds: it may be sent any
-        table = pieces.params["pieces"]
-        holds = pieces.params["holds"][rank - 1 if index is None else index]
-        mine = [t for t, p in enumerate(table) if p.key in holds]
-        setup.pieces = {t: (table[t].key, table[t].start, table[t].stop) for t in mine}
-        setup.task_cost = dict(zip(mine, piece_cost(pieces)[mine].tolist(), strict=True))
-        setup.result_size = pieces.params.get("value_size", setup.result_size)
-    return setup
+@dataclass(frozen=True)
+class SetupShared:
+    """What every worker's set-up of one placement shares: the code (and under partial work
+    its ``pieces``), the job, the delays and the run's settings. A re-code makes a new one."""
 
+    code: Code
+    job: Coded
+    delay: DelayModel
+    pieces: Code | None = None
+    epoch: int = 0
+    purge: bool = True
+    chunk_rows: int = 0
+    report_progress: bool = False  # an adaptive split learns from purged tasks' progress
+    trace: bool = False
+
+    def for_worker(self, world_rank: int, index: int, tasks: Sequence[int],
+                   kill_at: tuple[int, int] | None = None) -> WorkerSetup:
+        """The set-up of code worker ``index``, of world rank ``world_rank`` (its identity:
+        delays are keyed by it): the blocks and terms of ``tasks`` (only the ids of blocks a
+        job's workers load themselves); under partial work the row range of every piece of
+        the partitions it holds (it may be sent any)."""
+        job = self.job
+        cost = job.task_cost()
+        blocks, terms = job.placement(tasks)
+        setup = WorkerSetup(worker=world_rank - 1, blocks=blocks, terms=terms, remote=job.remote,
+                            n_partitions=self.code.n_partitions,
+                            task_cost={t: float(cost[t]) for t in tasks},
+                            result_size=job.result_size, delay=self.delay,
+                            single_message=self.code.messages == "single",
+                            chunk_rows=self.chunk_rows, purge=self.purge, kill_at=kill_at,
+                            report_progress=self.report_progress, epoch=self.epoch,
+                            trace=self.trace, data_coded=job.data_coded, half=job.half)
+        if self.pieces is not None:
+            table = self.pieces.params["pieces"]
+            holds = self.pieces.params["holds"][index]
+            mine = [t for t, p in enumerate(table) if p.key in holds]
+            setup.pieces = {t: (table[t].key, table[t].start, table[t].stop) for t in mine}
+            setup.task_cost = dict(zip(mine, piece_cost(self.pieces)[mine].tolist(),
+                                       strict=True))
+            setup.result_size = self.pieces.params.get("value_size", setup.result_size)
+        return setup
 
 
 def task_share(job: Coded, code: Code) -> float:
@@ -189,15 +205,16 @@ class Master:
         (seen under ULFM, beside ranks that died) must not hang the master; it stays a
         straggler (``--iteration-timeout`` ends its wait). What follows (ITERATEs) arrives
         after the set-up: MPI keeps one sender's messages in order."""
-        adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
+        shared = SetupShared(
+            self.code, self.job, self.delay, self.pieces, epoch=self.state.epoch,
+            purge=self.purge, chunk_rows=self.chunk_rows, trace=self.trace is not None,
+            report_progress=self.splitter is not None and self.splitter.kind == "adaptive")
         for w, tasks in enumerate(self.placement() if placement is None else placement):
             if not self.state.is_live(w):
                 continue
             rank = self.ranks.rank(w)
             world = self.ranks.world(rank)
-            setup = worker_setup(self.code, self.job, self.delay, world, tasks, self.purge,
-                                 self.kill_at.get(world), self.chunk_rows, adaptive,
-                                 self.state.epoch, self.trace is not None, self.pieces, w)
+            setup = shared.for_worker(world, w, tasks, self.kill_at.get(world))
             head, arrays = object_frames(setup)
             try:
                 self.outbox.send(head, rank, Tag.SETUP)

@@ -365,7 +365,7 @@ def test_a_worker_probes_before_it_reads_and_obeys_what_came():
     it stays dropped without reading again, until the next iteration is asked for. On
     COMM_SELF every rank is its own master."""
     from mpicoded.delays import DelayModel
-    from mpicoded.runtime.master import worker_setup
+    from mpicoded.runtime.master import SetupShared
     from mpicoded.runtime.protocol import Tag, pack_control, pack_iterate
     from mpicoded.runtime.worker import Worker
 
@@ -377,7 +377,7 @@ def test_a_worker_probes_before_it_reads_and_obeys_what_came():
 
     code = make_code("uncoded", 1)
     job = coded(Ridge(), code)
-    setup = worker_setup(code, job, DelayModel(), 1, [0], True, None, 0, False, 0)
+    setup = SetupShared(code, job, DelayModel()).for_worker(1, 0, [0])
     worker = Worker(comm, setup, job.job)
     assert not worker.arrived() and not worker.interrupted()
     send(pack_iterate(0, 0, job.theta0(), {0: (0,)}), Tag.ITERATE)

@@ -49,7 +49,7 @@ def _flag(action: argparse.Action) -> str:
 def _default(action: argparse.Action, keyword: object = None) -> str:
     """The flag's default, and the keyword's where it differs."""
     value = action.default
-    if value is None or value is False or value == [] or value == argparse.SUPPRESS:
+    if value is None or value is False or value in ([], ()) or value == argparse.SUPPRESS:
         return ""  # no default, a switch that is off, or none to show (--help, --version)
     if keyword is not None and keyword != value:
         return f"`{value}` (`mpicoded.run`: `{keyword}`)"

@@ -90,7 +90,8 @@ OUTPUT = "output"
 class RunOptions:
     """Every option of a run, as ``mpicoded.run`` takes them by keyword (``slow_workers=(2,)``
     is ``--slow-workers 2``). Frozen: planning settles what ``None`` and ``auto`` mean into a
-    new one (``Plan.options``), never into this."""
+    new one (``Plan.options``), never into this. Built checked by ``from_keywords`` (as
+    ``mpicoded.run`` builds it); the plain constructor checks nothing."""
 
     iterations: int = option(50, "default 50", RUN, parse=positive_int)
     code: str | None = option(
@@ -251,7 +252,12 @@ def _coerce(name: str, flag: Flag, value: Any) -> Any:
             raise UsageError(f"{name}={value!r}: expected True or False")
         return value
     if flag.form == "repeat":
-        return (str(value),) if isinstance(value, str) else tuple(str(v) for v in value)
+        if isinstance(value, str):
+            return (value,)
+        try:
+            return tuple(str(v) for v in value)
+        except TypeError:
+            raise UsageError(f"{name}={value!r}: expected a string or a list of them") from None
     parse = flag.parse
     try:
         if parse is rank_list:

@@ -61,7 +61,7 @@ def build_code(opts: RunOptions, n_workers: int, kind: JobKind) -> Code:
     name = opts.code or kind.default_code
     accepted = code_parameters(name)
     given = {k: getattr(opts, k) for k in CODE_FLAGS if getattr(opts, k) is not None}
-    stray = [name for name in given if name not in accepted]
+    stray = [k for k in given if k not in accepted]
     given |= {k: v for k, v in kind.code_defaults.items() if k in accepted and k not in given}
     if stray:
         takes = [f"--{n}" for n in CODE_FLAGS if n in accepted] or ["none of the code flags"]
@@ -198,6 +198,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
     kind = job_kind(user_job)  # TypeError if none: mpicoded.run refuses it first
     opts = replace(settle_output(given, append), code=given.code or kind.default_code)
+    # the code named: build_code gets its name, and the run record and fingerprint show it
     try:
         code = build_code(opts, n_workers, kind)
         tolerance = tolerance_partitions(opts.tolerance, code)

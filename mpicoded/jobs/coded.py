@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, cast
 
 import numpy as np
@@ -617,13 +618,13 @@ class JobKind:
     coder: Callable[[Any, Code], Coded]
     kernel: Callable[[Any, bool], Kernel]
     default_code: str
-    code_defaults: Mapping[str, Any] = field(default_factory=dict)
+    code_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 JOB_KINDS: tuple[JobKind, ...] = (
     JobKind(GradientJob, _code_gradient, _gradient_kernel, "frc"),
     JobKind(MatVecJob, CodedMatVec, lambda job, data_coded: MATVEC_KERNEL, "mds",
-            {"target": "each"}),  # each coded block's product is decoded
+            MappingProxyType({"target": "each"})),  # each coded block's product is decoded
 )
 
 

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from .result import RunResult
 
 T = TypeVar("T")
-Adopt = tuple[dict[int, int], int, bool]
-Callbacks = Sequence[Callable[..., Any]]  # survivors' comm ranks by world rank, epoch, re-code
+Adopt = tuple[dict[int, int], int, bool]  # survivors' comm ranks by world rank, epoch, re-code
+Callbacks = Sequence[Callable[..., Any]]
 
 _serving: Any = None  # the Master or Worker this rank runs now: where() asks it
 

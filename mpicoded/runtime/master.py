@@ -335,11 +335,13 @@ class Master:
                                     self.clock())
 
     def describe(self) -> str:
-        """Where the run is, in one line (SIGUSR1): the open iteration, the dead, pending sends."""
+        """Where the run is, in one line (SIGUSR1): the open iteration, the dead and timed-out
+        ranks of this code, pending sends."""
         held = self.outbox.holdback.queues if self.outbox.holdback is not None else {}
-        return (f"master: {self.state.describe()}; {len(self.outbox.pending)} sends pending, "
-                "held for ranks "
-                f"{ {rank: [h.tag.name for h in sends] for rank, sends in held.items()} }")
+        dead = sorted(r for r in (self.ranks.rank(w) for w in self.state.dead) if r > 0)
+        return (f"master: {self.state.describe()}; dead ranks {dead}, timed out "
+                f"{sorted(self.timed_out)}, {len(self.outbox.pending)} sends pending, held for "
+                f"ranks { {rank: [h.tag.name for h in sends] for rank, sends in held.items()} }")
 
     def lose(self, ranks: set[int]) -> None:
         """Ranks found dead (or timed out): the state says which are losses (a Forget each)

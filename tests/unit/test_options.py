@@ -62,6 +62,7 @@ def test_keywords_are_coerced_like_flags():
     ({"quiet": "yes"}, "quiet='yes': expected True or False"),
     ({"slow_workers": "a"}, "slow_workers='a' is not a valid value"),
     ({"threads": -1}, "threads=-1 is not a valid value: -1 is out of range: allowed >= 0"),
+    ({"kill_worker": 3}, "kill_worker=3: expected a string or a list of them"),
 ])
 def test_bad_keywords_name_the_option(given, message):
     with pytest.raises(UsageError, match=message):

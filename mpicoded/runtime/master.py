@@ -48,6 +48,8 @@ from .state import (
     SendStop,
     StaleResults,
     StopAcknowledged,
+    Tick,
+    TimedOut,
     WorkerLost,
 )
 from .trace import TaskTrace
@@ -312,6 +314,8 @@ class Master:
             self.decoded = action
         elif isinstance(action, Forget):
             self.outbox.forget({self.ranks.rank(action.worker)})
+        elif isinstance(action, TimedOut):  # lost to the code, but maybe alive: stopped too
+            self.timed_out.add(self.ranks.rank(action.worker))
         elif isinstance(action, Recode):  # not now: a re-code would change the ranks under
             self.recoding = action  # whatever sent, placed or lost this
 
@@ -344,14 +348,27 @@ class Master:
                 f"ranks { {rank: [h.tag.name for h in sends] for rank, sends in held.items()} }")
 
     def lose(self, ranks: set[int]) -> None:
-        """Ranks found dead (or timed out): the state says which are losses (a Forget each)
-        and what follows; they are logged, the actions carried out and the load split again.
-        A rank the code has no worker for was left out by a re-code: lost already."""
+        """Ranks found dead: the state says which are losses and what follows. A rank the code
+        has no worker for was left out by a re-code: lost already."""
         actions: list[Action] = []
         for rank in sorted(ranks):
             index = self.ranks.index(rank)
             if index is not None:
                 actions += self.state.handle(WorkerLost(index))
+        self.lost(actions)
+
+    def time_out(self) -> None:
+        """Workers silent past --iteration-timeout, as the state finds them, are lost."""
+        assert self.iteration_timeout is not None
+        self.lost(self.state.handle(Tick(self.clock(), self.iteration_timeout)))
+
+    def lost(self, actions: list[Action]) -> None:
+        """What losses took (a Forget each, a TimedOut before those declared so): logged, the
+        actions carried out and the load split again among the living."""
+        silent = [self.ranks.rank(a.worker) for a in actions if isinstance(a, TimedOut)]
+        if silent:
+            logger.warning("worker rank(s) %s sent nothing in %g s (--iteration-timeout)",
+                           silent, self.iteration_timeout)
         lost = [a.worker for a in actions if isinstance(a, Forget)]
         if not lost:
             return
@@ -440,7 +457,7 @@ class Master:
             if self.decoded is not None:
                 break
             if self.recoding is None:  # workers silent past --iteration-timeout
-                self.time_out(self.silent())
+                self.time_out()
                 if self.recoding is None:
                     continue
             self.recode(self.recoding.reason)
@@ -465,14 +482,6 @@ class Master:
         if self.iteration_timeout is None:
             return []
         return self.state.silent(self.clock(), self.iteration_timeout)
-
-    def time_out(self, workers: list[int]) -> None:
-        """Treat workers silent too long as failed (they may be alive: hung, or very slow)."""
-        ranks = {self.ranks.rank(w) for w in workers}
-        logger.warning("worker rank(s) %s sent nothing in %g s (--iteration-timeout)",
-                       sorted(ranks), self.iteration_timeout)
-        self.timed_out |= ranks
-        self.lose(ranks)
 
     def recode(self, reason: str) -> None:
         """Abandon the open iteration and re-build the code, and the data, for the survivors

@@ -62,6 +62,14 @@ class Recode:
 
 
 @dataclass(frozen=True)
+class TimedOut:
+    """``worker`` owes the open iteration results and sent none for --iteration-timeout: it is
+    declared failed (it may be alive, hung or very slow). Its Forget follows."""
+
+    worker: int
+
+
+@dataclass(frozen=True)
 class Forget:
     """``worker`` is lost (dead, or silent past --iteration-timeout): drop what is pending to
     it and split the load without it. First of what a loss returns, once a worker."""
@@ -111,7 +119,7 @@ class Decoded:
     decoded_at: float = 0.0
 
 
-Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode | Forget
+Action = SendIterate | SendPurge | SendAssign | SendStop | Decoded | Recode | TimedOut | Forget
 
 
 # Events: what the MPI loop (or the simulator) tells the machine. Not frozen: a ResultArrived is
@@ -146,13 +154,22 @@ class WorkerLost:
 
 
 @dataclass(slots=True)
+class Tick:
+    """The master's clock reads ``now``, under --iteration-timeout ``timeout``: workers silent
+    that long are lost (a TimedOut each, then what their loss takes)."""
+
+    now: float
+    timeout: float
+
+
+@dataclass(slots=True)
 class StopAcknowledged:
     """``worker`` answered STOP."""
 
     worker: int
 
 
-Event = ResultArrived | StaleResults | WorkerLost | StopAcknowledged
+Event = ResultArrived | StaleResults | WorkerLost | Tick | StopAcknowledged
 
 
 @dataclass
@@ -302,6 +319,11 @@ class MasterState:
                                   event.values, event.now, event.epoch)
         if isinstance(event, WorkerLost):
             return self.on_worker_failed(event.worker)
+        if isinstance(event, Tick):
+            actions: list[Action] = []
+            for worker in self.silent(event.now, event.timeout):
+                actions += [TimedOut(worker), *self.on_worker_failed(worker)]
+            return actions
         if isinstance(event, StopAcknowledged):
             self.on_stop_ack(event.worker)
             return []

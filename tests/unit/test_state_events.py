@@ -18,6 +18,8 @@ from mpicoded.runtime.state import (
     SendStop,
     StaleResults,
     StopAcknowledged,
+    Tick,
+    TimedOut,
     WorkerLost,
 )
 
@@ -74,6 +76,20 @@ def test_losing_a_whole_group_asks_for_a_recode(frc6):
     assert state.handle(WorkerLost(0)) == [Forget(0)]  # its group mate holds partition 0
     assert state.handle(WorkerLost(1)) == [Forget(1), Recode(frozenset({0, 1}))]
     assert state.abandon() == [SendPurge(w, 0, 0) for w in (2, 3, 4, 5)]
+
+
+def test_workers_silent_past_the_timeout_are_timed_out_then_lost(frc6):
+    f = np.random.default_rng(5).standard_normal((6, 2))
+    state = MasterState(frc6)
+    state.start_iteration(0, 0, now=0.0)
+    assert state.handle(result(frc6, 0, 0, f, 0.6)) == []
+    assert state.handle(result(frc6, 2, 2, f, 0.7)) == []
+    assert state.handle(Tick(now=0.9, timeout=1.0)) == []  # the iteration is younger than that
+    # 1, 3, 4 and 5 owe results and sent none: lost in turn, and with 4 and 5 the last group
+    assert state.handle(Tick(now=1.0, timeout=1.0)) == [
+        TimedOut(1), Forget(1), TimedOut(3), Forget(3), TimedOut(4), Forget(4), TimedOut(5),
+        Forget(5), Recode(frozenset({1, 3, 4, 5}))]
+    assert state.handle(Tick(now=9.0, timeout=1.0)) == []  # lost already
 
 
 def test_losses_between_iterations_ask_for_a_recode_when_the_next_one_opens(frc6):

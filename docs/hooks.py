@@ -6,7 +6,7 @@ wire layouts from the protocol's table.
 mpicoded.train``, one table per ``--help`` group: the job flags from
 ``mpicoded.train.build_parser``, then every run option from ``mpicoded.options.RunOptions``
 with its ``mpicoded.run`` keyword. ``docs/architecture.md`` holds ``<!-- wire-layouts -->``,
-which becomes ``mpicoded.runtime.protocol.LAYOUTS``, a row a tag. None of these modules loads
+which becomes ``mpicoded.core.protocol.LAYOUTS``, a row a tag. None of these modules loads
 MPI on import (``mpicoded.train`` imports it inside ``main`` only), so the docs build without
 MPI.
 """
@@ -101,8 +101,8 @@ def subcommands_markdown() -> str:
 
 
 def layouts_markdown() -> str:
-    """Every message kind's wire layout, from ``mpicoded.runtime.protocol.LAYOUTS``."""
-    from mpicoded.runtime.protocol import LAYOUTS
+    """Every message kind's wire layout, from ``mpicoded.core.protocol.LAYOUTS``."""
+    from mpicoded.core.protocol import LAYOUTS
 
     rows = ["| tag | direction | what it carries | header | payload, in order |", "|---|---|---|---|---|"]
     for tag, layout in LAYOUTS.items():

@@ -23,9 +23,8 @@ from .log import log_to_stderr  # noqa: E402
 if TYPE_CHECKING:  # the names __getattr__ imports when asked for, for type checkers
     from mpi4py import MPI
 
+    from .core.result import IterationRecord, RunResult
     from .jobs.torchjob import TorchJob
-    from .runtime.result import RunResult
-    from .runtime.state import IterationRecord
 
 
 def run(job: GradientJob | MatVecJob, comm: MPI.Intracomm | None = None,
@@ -52,11 +51,11 @@ def __getattr__(name: str) -> type:
 
         return TorchJob
     if name == "RunResult":
-        from .runtime.result import RunResult
+        from .core.result import RunResult
 
         return RunResult
     if name == "IterationRecord":
-        from .runtime.state import IterationRecord
+        from .core.result import IterationRecord
 
         return IterationRecord
     raise AttributeError(f"module 'mpicoded' has no attribute {name!r}")

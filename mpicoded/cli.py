@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("mpicoded.launcher", "mpirun with the right flags, --ft and --throttle"),
     "bench": ("mpicoded.bench", "side-by-side benchmarks (straggler-tax, paper001, ...)"),
     "report": ("mpicoded.report", "a metrics file's iterations, tasks and trace, summed up"),
+    "replay": ("mpicoded.replay", "a run's event log fed to a fresh session, checked"),
     "dashboard": ("mpicoded.dashboard.__main__", "a live web page and Prometheus metrics of a run"),
     "cdc": ("mpicoded.cdc.__main__", "coded MapReduce shuffle for nodes of unequal storage"),
     "throttle": ("mpicoded.throttle", "cpu groups of netns hosts (create, follow, remove)"),

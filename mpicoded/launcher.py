@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import BLAS_VARS
+from .host import STARTED_ENV, cores
 from .throttle import Schedule, Throttle, ThrottleError, check_rank_throttle, parse_schedule
 
 WHERE_WAIT_S = 2.0  # how long a hung run's ranks have to say where they are before the kill
@@ -40,7 +41,6 @@ _WHERE = re.compile(r"^\[mpicoded\] rank \d+ \(pid \d+\): ")  # train's answer t
 _THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ ")  # faulthandler's stack headers
 # faulthandler's frame lines ("line 3 in f"; a traceback's say "line 3, in f")
 _FRAME = re.compile(r'^  File ".*", line \d+ in |^  <no Python frame>')
-STARTED_ENV = "MPICODED_STARTED"  # a directory in which each rank marks that MPI is up on it
 START_RETRIES = 2  # starts again after a death in MPI's start-up, before giving up
 WATCH_S = 0.2  # how often the start-up watch looks at the ranks
 STUCK_S = 3.0  # a rank gone, nobody up: mpirun still running this long after is stuck
@@ -181,19 +181,6 @@ def only_loopback(net: Path = Path("/sys/class/net")) -> bool:
     return all(state == "down" for name, state in states.items() if name != "lo")
 
 
-def affinity() -> set[int]:
-    """The cores this process may run on (its binding, a Slurm or taskset cpuset)."""
-    try:
-        return set(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return set(range(os.cpu_count() or 1))
-
-
-def cores() -> int:
-    """How many cores this process may run on (a Slurm or taskset cpuset, not the machine's)."""
-    return len(affinity())
-
-
 def app_contexts(ranks: int, program: list[str],
                  prefixes: Mapping[int, Sequence[str]]) -> list[str]:
     """The per-rank part of mpirun's command: ``-n RANKS PROGRAM``, or, when some ranks need a
@@ -242,17 +229,6 @@ def mpirun_command(ranks: int, args: list[str], ft: bool = False,
 def marks_start(args: Sequence[str]) -> bool:
     """Whether ``python ARGS`` is mpicoded's training run, whose ranks mark that MPI is up."""
     return list(args[:2]) == ["-m", "mpicoded.train"]
-
-
-def mark_started(rank: int) -> None:
-    """Tell the launcher's start-up watch that MPI is up on this rank (once; a no-op outside
-    a watched launch)."""
-    where = os.environ.pop(STARTED_ENV, None)
-    if where:
-        try:
-            Path(where, str(rank)).touch()
-        except OSError:  # a rank on another host (the variable passed on): not watched there
-            pass
 
 
 class StartWatch(threading.Thread):
@@ -432,6 +408,9 @@ def _finish_once(proc: subprocess.Popen[str], timeout: float) -> Completed:
         if out is None:
             out, _ = proc.communicate()
         raise MPIRunTimeout(timeout, out or "", processes) from None
+    except BaseException:  # a caller's own timeout (pytest-timeout's), ^C: the job goes too
+        kill_group(proc)
+        raise
     finally:
         _release(proc)
     return Completed(proc.returncode, out or "")

@@ -209,6 +209,10 @@ class RunOptions:
         None, "write a record per task to the metrics file: worker, start and end on rank 0's "
         "clock, chunks, outcome (used, received, purged, dropped, stale); default on whenever "
         "--metrics is given", OUTPUT, form="either")
+    events: str | None = option(
+        None, "write every event rank 0's session handled here, one JSON line each with the "
+        "instructions it gave (python -m mpicoded.replay checks a log against the code)",
+        OUTPUT, metavar="PATH.jsonl")
     dashboard: int | None = option(
         None, "serve the live dashboard (python -m mpicoded.dashboard) of this run's metrics on "
         "127.0.0.1:PORT while it runs (default port 8787); without --metrics the records go to a "

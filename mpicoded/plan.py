@@ -116,7 +116,7 @@ def run_fingerprint(opts: RunOptions, n_workers: int, job: object) -> str:
     iterations)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
             "kill_worker", "iterations", "output", "iteration_timeout", "wait", "threads", "trace",
-            "dashboard", "partial"}
+            "events", "dashboard", "partial"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in asdict(opts).items() if k not in free}})
 
@@ -219,6 +219,8 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         check_output(opts.output)
     if opts.checkpoint:
         check_writable_dir(opts.checkpoint, "--checkpoint")
+    if opts.events:
+        check_writable_dir(Path(opts.events).parent, "--events", opts.events)
     kill_at = parse_kills(opts.kill_worker, n_workers)
     fingerprint = run_fingerprint(opts, n_workers, user_job)
     resume = None

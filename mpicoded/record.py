@@ -16,8 +16,7 @@ from .plan import Plan, job_settings
 from .stream import genie_iteration_time, serve_in_order
 
 if TYPE_CHECKING:
-    from .runtime.result import JobRecord, RunResult
-    from .runtime.state import IterationRecord
+    from .core.result import IterationRecord, JobRecord, RunResult
 
 
 def recorded_iterations(path: str, job: int) -> set[int]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .core.trace import FINISHED, OUTCOMES
 from .dashboard import missing_extra
-from .runtime.trace import FINISHED, OUTCOMES
 
 Record = dict[str, Any]  # one line of a metrics file
 

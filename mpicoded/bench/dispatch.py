@@ -27,7 +27,7 @@ def bench_dispatch(args: argparse.Namespace) -> dict[str, Any]:
                                              "tasks_per_s": tasks / run["makespan_s"]}
     tasks = int(max(r["tasks"] for r in runs.values()))
     print("[bench] dispatch: MPIPoolExecutor ...", file=sys.stderr, flush=True)
-    done = run_mpi(21, ["-m", "mpi4py.futures", "-m", "mpicoded.runtime.futures_baseline",
+    done = run_mpi(21, ["-m", "mpi4py.futures", "-m", "mpicoded.bench.futures_baseline",
                         "--tasks", str(tasks)], timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"MPIPoolExecutor baseline failed:\n{done.output[-3000:]}")

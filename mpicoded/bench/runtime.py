@@ -112,7 +112,7 @@ def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index:
     """One round: the plain loop, mpicoded and mpicoded --no-trace, back to back."""
     label = f"overhead {size[1]}x{size[3]}, wait {mode}, round {index + 1}/{args.repeats}"
     print(f"[bench] {label}: plain mpi4py loop ...", file=sys.stderr, flush=True)
-    done = run_mpi(21, ["-m", "mpicoded.runtime.baseline", *size, "--warmup", str(WARMUP),
+    done = run_mpi(21, ["-m", "mpicoded.bench.baseline", *size, "--warmup", str(WARMUP),
                         "--iterations", str(args.iterations)], timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"baseline failed:\n{done.output[-3000:]}")

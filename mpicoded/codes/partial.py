@@ -32,6 +32,8 @@ import numpy as np
 
 from ._base import Code, Decoder, check_int
 
+PIECES_A_HOLDER = 4  # default chunks: a holder's share of a partition in at least this many pieces
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -269,3 +271,24 @@ def range_code(code: Code, height: int, ranges: int) -> Code:
               "stand_ins": not _repetition(code)}
     return Code(f"{code.name} partial", B, tuple(map(tuple, primary)), code.target,
                 RangeDecoder, params)
+
+
+def cut_rows(code: Code, rows: Sequence[int], chunk_rows: int, fit: bool = False) -> Code:
+    """``partial_code`` in chunks of ``chunk_rows``; ``fit`` (the default chunks): smaller
+    where needed for PIECES_A_HOLDER pieces a holder, so that a share can be split."""
+    if fit:
+        most = max(len(h) for h in holders(code))
+        chunk_rows = max(1, min(chunk_rows, min(rows) // (PIECES_A_HOLDER * most)))
+    return partial_code(code, rows, chunk_rows)
+
+
+def cut_ranges(code: Code, height: int, chunk_rows: int, fit: bool = False) -> Code:
+    """``range_code`` in ranges of at most ``chunk_rows`` rows; ``fit``: as many ranges as it
+    takes for the holders' shares to tile the grid (``grid_step``), or a multiple of that."""
+    if chunk_rows < 1:
+        raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
+    ranges = -(-height // chunk_rows)
+    if fit:
+        step = grid_step(code)
+        ranges = min(height, step * -(-ranges // step))
+    return range_code(code, height, ranges)

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.trace import FINISHED
+from ..core.trace import FINISHED
 
 KEEP_TASKS = 50_000  # task records kept (the newest): a long run's trace need not fit in memory
 HEAD = 256  # bytes of the file's start compared on every poll: a new run rewrites them

@@ -16,11 +16,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..codes import Code
-from ..codes.partial import grid_step, holders, partial_code, range_code
+from ..codes.partial import cut_ranges, cut_rows
 from .kinds import AnyJob, GradientJob, MatVecJob, overrides
 from .task import Block, Kernel, Terms, default_chunk_rows, run_task
-
-PIECES_A_HOLDER = 4  # partial work: a holder's share of a partition in at least this many pieces
 
 
 def job_name(job: object) -> str:
@@ -296,6 +294,16 @@ class Coded:
         """Facts about the coded data for the run record."""
         return self.cost_facts()
 
+    def shape(self) -> dict[str, Any]:
+        """Its shape without the data (``core.shape.Shape``'s fields): what a replay of its
+        event log needs to cut and re-code it as this job does."""
+        return {"rows": [], "height": 0, "width": self.default_chunk_width(),
+                "data_coded": self.data_coded, "free_loss": self.free_loss}
+
+    def default_chunk_width(self) -> int:
+        """The row width its default chunks are sized by."""
+        return 1
+
 
 class CodedGradient(Coded):
     """B applied to results: blocks are the partitions, held once each; task t sums
@@ -368,11 +376,15 @@ class CodedGradient(Coded):
                              "them) held by rank 0, to be cut in row ranges")
         if chunk_rows < 1:
             raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
-        rows = [_rows(p) for p in self.parts]
-        if fit:
-            most = max(len(h) for h in holders(self.code))
-            chunk_rows = max(1, min(chunk_rows, min(rows) // (PIECES_A_HOLDER * most)))
-        return partial_code(self.code, rows, chunk_rows)
+        return cut_rows(self.code, [_rows(p) for p in self.parts], chunk_rows, fit)
+
+    def shape(self) -> dict[str, Any]:
+        arrays = bool(self.parts) and _arrays(self.parts[0]) is not None
+        rows = [_rows(p) for p in self.parts] if arrays else []
+        return {**super().shape(), "rows": rows}
+
+    def default_chunk_width(self) -> int:
+        return _row_width(self.parts[0]) if self.parts else self.dim
 
     def block(self, key: int) -> Block:
         return self.parts[key]
@@ -384,11 +396,9 @@ class CodedGradient(Coded):
 
     def default_chunk_rows(self) -> int:
         """About 2 MB of data a chunk (CHUNK_ELEMENTS), from the data's shape alone."""
-        if not self.parts:  # remote blocks: only the width is known here
-            return default_chunk_rows(self.dim)
-        if _arrays(self.parts[0]) is None:  # computed whole: chunks mean nothing
-            return default_chunk_rows(_row_width(self.parts[0]))
-        return default_chunk_rows(_row_width(self.parts[0]), max(_rows(p) for p in self.parts))
+        if not self.parts or _arrays(self.parts[0]) is None:  # remote, or computed whole
+            return default_chunk_rows(self.default_chunk_width())
+        return default_chunk_rows(self.default_chunk_width(), max(_rows(p) for p in self.parts))
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.theta0(), "theta0")
@@ -508,9 +518,11 @@ class CodedLinear(DataCoded, CodedGradient):
         return task, float(np.mean([_form_entries(A) for A, _, _ in self.forms]))
 
     def default_chunk_rows(self) -> int:
+        return default_chunk_rows(self.default_chunk_width(), self.forms[0][0].shape[0])
+
+    def default_chunk_width(self) -> int:
         A = self.forms[0][0]
-        width = max(1, A.nnz // max(1, A.shape[0])) if sp.issparse(A) else A.shape[1]
-        return default_chunk_rows(width, A.shape[0])
+        return max(1, A.nnz // max(1, A.shape[0])) if sp.issparse(A) else int(A.shape[1])
 
 
 def _form_entries(A: Any) -> int:
@@ -568,7 +580,14 @@ class CodedMatVec(DataCoded, Coded):
         return self._nonzeros
 
     def default_chunk_rows(self) -> int:
-        return default_chunk_rows(_row_width(self.plain[0]), self.result_size)
+        return default_chunk_rows(self.default_chunk_width(), self.result_size)
+
+    def default_chunk_width(self) -> int:
+        return _row_width(self.plain[0])
+
+    def shape(self) -> dict[str, Any]:
+        return {**super().shape(), "rows": [len(r) for r in self.rows],
+                "height": self.result_size}
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.start(), "start")
@@ -577,13 +596,7 @@ class CodedMatVec(DataCoded, Coded):
         """Every coded block cut on one grid of row ranges of at most ``chunk_rows`` rows
         (``range_code``); ``fit``: as many ranges as it takes for the holders' shares to tile
         the grid (``grid_step``), or a multiple of that."""
-        if chunk_rows < 1:
-            raise ValueError("--partial on needs chunks: --chunk-rows must be >= 1")
-        ranges = -(-self.result_size // chunk_rows)
-        if fit:
-            step = grid_step(self.code)
-            ranges = min(self.result_size, step * -(-ranges // step))
-        return range_code(self.code, self.result_size, ranges)
+        return cut_ranges(self.code, self.result_size, chunk_rows, fit)
 
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         """``step`` with y = A @ x reassembled from the blocks (NaN rows for missed blocks)."""

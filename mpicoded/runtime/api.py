@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import __version__, limit_blas_threads
+from ..host import mark_started
 from ..jobs import AnyJob, job_kind, job_name
-from ..launcher import mark_started
 from ..log import logger, set_rank
 from ..options import RunOptions, UsageError
 from ..plan import CODE_FLAGS, NothingToDo, Plan, cost_warning, ft_enabled, plan_run
@@ -33,9 +33,10 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
     from ..checkpoint import Checkpoint
+    from ..core.result import RunResult
+    from ..core.session import Settings
     from ..dashboard import Dashboard
     from .failover import Failover
-    from .result import RunResult
 
 T = TypeVar("T")
 Adopt = tuple[dict[int, int], int, bool]  # survivors' comm ranks by world rank, epoch, re-code
@@ -162,7 +163,7 @@ def world() -> MPI.Intracomm:
 
 
 def _tell_workers(comm: MPI.Intracomm, message: object) -> None:
-    from .protocol import Tag
+    from ..core.protocol import Tag
     from .transport import send_object
 
     for rank in range(1, comm.Get_size()):
@@ -215,9 +216,10 @@ def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
             callbacks: Callbacks) -> RunResult | None:
     """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
     (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
+    from ..core.setup import WorkerSetup
     from .failover import fail_over
     from .transport import ProcessesFailed
-    from .worker import Worker, WorkerSetup, receive_setup
+    from .worker import Worker, receive_setup
 
     world_rank, size = comm.Get_rank(), comm.Get_size()
     failovers = 0
@@ -331,11 +333,33 @@ def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | 
         call(record, loss, theta)
 
 
+def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Settings:
+    """The Session's settings from the plan: partial work's pieces cut (from the job's default
+    chunks unless --chunk-rows is given), the resume point, a failover's survivors."""
+    from ..core.session import Settings
+
+    opts, job = plan.options, plan.job
+    chunk_rows = job.default_chunk_rows() if opts.chunk_rows is None else opts.chunk_rows
+    fit = opts.chunk_rows is None
+    return Settings(
+        plan.code, job, job.pieces(chunk_rows, fit=fit) if opts.partial == "on" else None,
+        chunk_rows, fit, plan.tolerance, purge=not opts.no_purge, iterations=opts.iterations,
+        jobs=len(plan.arrivals_s),
+        resume=None if resume is None else (resume.job, resume.iteration, resume.theta),
+        loss_every=opts.loss_every, checkpoint_every=opts.checkpoint_every if opts.checkpoint
+        else 0, iteration_timeout=opts.iteration_timeout, splitter=plan.splitter,
+        trace=bool(opts.trace), adopt=adopt)
+
+
 def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
              adopt: Adopt | None = None, failovers: int = 0) -> RunResult:
     """Rank 0: place, run, report. After a failover (``adopt``: the survivors' comm ranks by
     world rank, their set-ups' epoch, whether to re-code), the workers already hold their data
     and the run goes on from ``resume``."""
+    from ..core.eventlog import EventLog
+    from ..core.observers import Metrics, Observers, Reports, Tracing, log_lines
+    from ..core.session import Session
+    from ..core.trace import TaskTrace
     from .master import Master
     from .transport import end_waits, waiting
 
@@ -348,54 +372,54 @@ def _execute(comm: MPI.Intracomm, plan: Plan, resume: Checkpoint | None = None,
     warning = None if opts.partial == "on" else cost_warning(plan.job, plan.code)
     if warning:  # partial work computes pieces of a partition, whatever the code
         logger.warning("%s", warning)
-    checkpoint = None
-    if opts.checkpoint:
-        checkpoint = (opts.checkpoint, opts.checkpoint_every, plan.fingerprint)
-    master = Master(comm, plan.code, plan.job, plan.delay, tolerance=plan.tolerance,
-                    purge=not opts.no_purge, loss_every=opts.loss_every, splitter=plan.splitter,
-                    chunk_rows=opts.chunk_rows, kill_at=plan.kill_at, checkpoint=checkpoint,
-                    iteration_timeout=opts.iteration_timeout,
-                    on_iteration=progress if not plan.callbacks else partial(
-                        _each_iteration, [progress, *plan.callbacks]), on_job=progress.job_done,
-                    log=None if plan.metrics is None else plan.metrics.write, trace=bool(opts.trace),
-                    partial=opts.partial == "on")
+    if adopt is None:
+        resume = plan.resume
+    session = Session(_settings(plan, resume, adopt))
+    trace = TaskTrace() if opts.trace else None
+    master = Master(comm, session, Observers(), plan.delay, not opts.no_purge, plan.arrivals_s,
+                    plan.kill_at, (opts.checkpoint, plan.fingerprint) if opts.checkpoint else None,
+                    trace)
+    write = None if plan.metrics is None else plan.metrics.write
+    # line-buffered, appended to after a failover: each session's lines follow its settings
+    events = None if opts.events is None else open(  # noqa: SIM115
+        opts.events, "a" if failovers else "w", buffering=1)
+    calls = progress if not plan.callbacks else partial(_each_iteration,
+                                                        [progress, *plan.callbacks])
+    master.observers = Observers(
+        None if events is None else EventLog(events.write, session.settings, plan.job.shape()),
+        Reports(calls, progress.job_done), log_lines,
+        None if write is None else Metrics(write, master.clock),
+        None if trace is None else Tracing(trace, lambda rank: session.ranks.world(rank),
+                                           session.is_live, write))
     global _serving
     _serving = master
-    if adopt is None:
-        master.place()
-        resume = plan.resume
-    else:
-        survivors, epoch, recode = adopt
-        master.adopt(survivors, epoch)
-        if recode:  # the code the workers hold is an older master's re-code
-            master.recode("taken over from a re-coded run")
-        elif master.splitter is not None and master.splitter.kind != "adaptive":
-            master.place(master.splitter.schedule())  # the split moved tasks to the survivors
-    plan.job.prepare_update()  # while the set-ups travel
-    master.wait_sent()  # the set-ups are out before the workers' clocks are asked for
-    if master.trace is not None:
-        master.sync_clocks()
     if plan.resume is not None and not opts.quiet:
         logger.info("resuming job %d at iteration %d from %s", plan.resume.job,
                     plan.resume.iteration, opts.checkpoint)
-    start_loss = plan.job.loss(master.theta)
-    result = master.run(opts.iterations, plan.arrivals_s, resume)
+    start_loss = plan.job.loss(session.stream.theta)
+    try:
+        result = master.run()
+    finally:
+        if events is not None:
+            events.close()
+    outcome = master.outcome
+    assert outcome is not None
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
-                               master.chunk_rows, master.placed_bytes,
+                               session.chunk_rows, master.placed_bytes,
                                (master.result_cpu_s, master.results_handled))
     result.record["failovers"] = failovers
     result.record["wait"] = waiting()
-    result.record["timed_out_workers"] = sorted(master.timed_out)
-    result.record["master_withheld_tasks"] = master.withheld_tasks
+    result.record["timed_out_workers"] = outcome.timed_out
+    result.record["master_withheld_tasks"] = outcome.withheld_tasks
     result.record["software"] = software()
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()
     if opts.output is not None:
         save_output(opts.output, result, stream=opts.jobs > 1)
-    if master.unstopped:  # hung: only ending the job ends them (results are written)
+    if outcome.unstopped:  # hung: only ending the job ends them (results are written)
         logger.error("worker rank(s) %s timed out and never acknowledged STOP; ending the job",
-                     master.unstopped)
+                     outcome.unstopped)
         end_waits()
         comm.Abort(1)
     return result

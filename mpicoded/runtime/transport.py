@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from ..launcher import affinity
+from ..core.holdback import SUPERSEDED, Held, HoldBack
+from ..core.protocol import Message, Tag, header_key, pack_control, unpack
+from ..host import affinity
 from ..plan import ft_enabled
-from .holdback import SUPERSEDED, Held, HoldBack
-from .protocol import Message, Tag, header_key, pack_control, unpack
 
 WAIT_MODES = ("auto", "spin", "yield", "sleep")
 _wait = "sleep"  # how this process waits between empty polls: set once a run starts

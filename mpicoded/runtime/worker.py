@@ -1,5 +1,7 @@
 """The worker loop: run the tasks of the newest iteration in order, send each result at once,
-and drop the rest within one chunk of compute once a PURGE, a newer ITERATE or a STOP arrives."""
+and drop the rest within one chunk of compute once a PURGE, a newer ITERATE or a STOP arrives.
+An iteration's list is run by ``tasks.run_tasks`` (whole tasks) or ``pieces.run_pieces``
+(partial work)."""
 
 from __future__ import annotations
 
@@ -7,31 +9,27 @@ import os
 import signal
 import time
 import traceback
-from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
-from ..delays import DelayModel
-from ..jobs import AnyJob, GradientJob, kernel_for
-from ..jobs.coded import take_rows
-from ..jobs.task import Block, Terms, run_piece, run_task
-from .inbox import Inbox
-from .protocol import (
-    DROPPED,
-    PURGED,
-    SENT,
+from ..core.inbox import Inbox
+from ..core.piecelist import PieceList
+from ..core.protocol import (
     Message,
     Tag,
-    TraceEntry,
-    iterate_fields,
     pack_clock,
     pack_control,
-    pack_progress,
     pack_result,
     pack_trace,
 )
+from ..core.setup import PIECE_FLUSH_S, WorkerSetup
+from ..core.trace import DROPPED, PURGED, TraceEntry
+from ..jobs import AnyJob, GradientJob, kernel_for
+from ..jobs.coded import take_rows
+from ..jobs.task import Block, Terms
+from .pieces import run_pieces
+from .tasks import run_tasks
 from .transport import (
     Backoff,
     Outbox,
@@ -48,36 +46,6 @@ MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
 TRACE_FLUSH_S = 0.5  # a worker that sends no results sends its trace entries this often
 RELEASE_WAIT_S = 60.0  # how long an acknowledged worker waits to be released before leaving
-PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
-
-
-@dataclass
-class WorkerSetup:
-    """What the master places on a worker: settings, the blocks of data its tasks use (each
-    once; none when ``remote``: the worker loads them with the job's ``load_block``), and every
-    task's (block, coefficient) terms. A later set-up of the same ``epoch`` (a re-split) adds to
-    what the worker holds; one of a new epoch (a re-code) replaces it."""
-
-    worker: int
-    blocks: dict[int, Block]
-    terms: dict[int, Terms]
-    task_cost: dict[int, float]
-    result_size: int
-    delay: DelayModel
-    single_message: bool
-    chunk_rows: int = 0  # rows computed between checks for a purge; 0: whole tasks
-    purge: bool = True
-    kill_at: tuple[int, int] | None = None  # (job, iteration) at which to SIGKILL itself
-    report_progress: bool = False  # tell the master how much of a purged task was done
-    epoch: int = 0
-    remote: bool = False
-    n_partitions: int = 0
-    trace: bool = False  # send the master a trace entry for every task (--trace)
-    data_coded: bool = False  # blocks are coded (A, b, c) of a linear gradient job
-    half: bool = False  # results travel as float32 (the job's result_dtype)
-    # partial work: piece id -> (block key, first row, end row) of every piece it may be sent;
-    # finished pieces go out together at the end of its list, and at least every PIECE_FLUSH_S
-    pieces: dict[int, tuple[int, int, int]] | None = None
 
 
 class Worker:
@@ -94,8 +62,7 @@ class Worker:
         # trace entries (TRACE_FIELDS) not sent yet; None: no trace
         self.trace: list[TraceEntry] | None = [] if setup.trace else None
         self.trace_sent = time.perf_counter()  # when entries last left with a message
-        self.slot = 0  # the next task's slot in the iteration under way
-        self.pieces_done: set[int] = set()  # partial work: pieces computed in the iteration
+        self.pieces = PieceList(comm.Get_rank(), PIECE_FLUSH_S)  # partial work
         self.views: dict[tuple[int, int, int], Block] = {}  # partial work: (key, start, stop)
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
@@ -106,6 +73,7 @@ class Worker:
         self.comm = comm
         self.outbox = Outbox(comm)
         self.inbox = self.new_inbox()
+        self.pieces.rank = comm.Get_rank()
 
     def new_inbox(self) -> Inbox:
         skipped = self.trace_skipped if self.setup.trace else None
@@ -165,128 +133,57 @@ class Worker:
         return not self.interrupted()
 
     def run_iteration(self, msg: Message) -> None:
-        tasks, theta = iterate_fields(msg, self.comm.Get_rank())
-        # partial work: pieces the master handed over, once this worker was idle
-        resumed = self.inbox.assigned is not None
-        if resumed:
-            tasks = self.inbox.take_assigned()
-        elif (ahead := self.inbox.take_ahead(msg)) is not None:  # ASSIGNed before it began
-            self.dropped += len(set(tasks).difference(ahead))  # handed to idle holders
-            tasks = ahead
+        """Run ``msg``'s list: pieces under partial work, else whole tasks."""
+        if self.setup.pieces is not None:
+            run_pieces(self, msg)
+        else:
+            run_tasks(self, msg)
+
+    def begin(self, msg: Message, theta: np.ndarray, resumed: bool) -> float | None:
+        """An iteration begins: it is the newest started (kept for a failover), a planned kill
+        happens here, and the iteration's injected shift is served (once). Where the injected
+        delays have brought it (time.monotonic), or None if it was dropped meanwhile."""
         # theta views this message's own buffer (a fresh one each receive): kept, not copied
         self.latest = ((msg.epoch, msg.job, msg.iteration), theta)
-        setup = self.setup
-        done_tasks: list[int] = []
-        done_values: list[np.ndarray] = []
-        trace = self.trace
-        unsent: list[TraceEntry] = []  # done_tasks' entries: SENT, or PURGED if a purge comes first
+        setup, delay = self.setup, self.setup.delay
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
-        delay = setup.delay
-        # where the injected delays have brought this iteration: each task's delay ends its real
-        # compute time plus its delay after the previous one's due time, so the lateness of a
-        # sleep's wake-up (a millisecond on a loaded node) is not carried from task to task
+        # each task's delay ends its real compute time plus its delay after the previous one's
+        # due time, so the lateness of a sleep's wake-up (a millisecond on a loaded node) is
+        # not carried from task to task
         due = time.monotonic()
-        if delay.sleeps and not resumed:  # the iteration's shift is served once
+        if delay.sleeps and not resumed:
             shift = float(delay.iteration_shifts(np.array([setup.worker]))[0])
             due += delay.seconds(shift)
             if shift and not self.serve_delay(due):
-                self.dropped += len(tasks)  # purged before the first task began
-                self.trace_skipped(msg, tasks)
-                return
-        repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
-        pieces = setup.pieces
-        last_sent = time.perf_counter()
-        if not resumed:
-            self.slot = 0  # a task's slot in the iteration (its delay's key), pieces handed on
-            self.pieces_done = set()  # this iteration's, sent or about to be
-        queue = deque(t for t in tasks if t not in self.pieces_done)  # a list handed back
-        while queue:
-            task = queue.popleft()
-            i, self.slot = self.slot, self.slot + 1
-            if not done_tasks:  # the master has had every result so far: its view starts here
-                unsent_since = time.perf_counter()
-            began = time.perf_counter() if trace is not None else 0.0
-            computing = time.monotonic()
-            if i and self.interrupted():  # between tasks, as between chunks
-                value, fraction, chunks = None, 0.0, 0
-            elif pieces is not None:
-                if self.inbox.assigned is not None:  # pieces handed to it, or taken away
-                    if done_tasks:
-                        self.send_result(msg, done_tasks, done_values, unsent)
-                        done_tasks, done_values, unsent = [], [], []
-                    mine = {task, *queue}
-                    queue = deque(t for t in self.inbox.take_assigned()
-                                  if t not in self.pieces_done)
-                    self.dropped += len(mine.difference(queue))  # handed to idle holders
-                    if not queue:  # every piece it had left went to idle holders
-                        return
-                    task = queue.popleft()
-                key, start, stop = pieces[task]
-                value = run_piece(self.kernel, self.piece_block(key, start, stop), theta,
-                                  setup.result_size, repeat)
-                fraction, chunks = 1.0, 1
-                self.rows += stop - start
-                self.pieces_done.add(task)
-            else:
-                if setup.remote:
-                    self.load(setup.blocks, setup.terms[task])
-                value, fraction, chunks = run_task(self.kernel, setup.blocks, setup.terms[task],
-                                                   theta, setup.result_size, setup.chunk_rows,
-                                                   repeat, self.interrupted)
-                self.rows += round(fraction * sum(self.kernel.rows(setup.blocks[key])
-                                                  for key, _ in setup.terms[task]))
-            dropped = value is None
-            if not dropped:
-                self.computed += 1
-                model_time = 0.0
-                if delay.sleeps:
-                    model_time = delay.task_delay(setup.worker, msg.job, msg.iteration, i,
-                                                  setup.task_cost[task])
-                    due += time.monotonic() - computing + delay.seconds(model_time)
-                if model_time > 0:  # cut in an injected, memoryless delay: none of it is done
-                    dropped = not self.serve_delay(due)
-                    fraction = 0.0
-                elif setup.report_progress and self.interrupted():
-                    dropped = True  # done after the decode: a slow CPU's sample for the split
-            if dropped:
-                self.dropped += len(queue) + 1 + len(done_tasks)  # unsent results are lost too
-                if trace is not None:  # done but unsent, or cut: purged; not begun: dropped
-                    now = time.perf_counter()
-                    trace.extend(entry._replace(outcome=PURGED) for entry in unsent)
-                    trace.append(TraceEntry(msg.job, msg.iteration, msg.epoch, task, began, now,
-                                            chunks, PURGED if chunks else DROPPED))
-                    trace.extend(TraceEntry(msg.job, msg.iteration, msg.epoch, t, now, now, 0,
-                                            DROPPED) for t in queue)
-                    if now - self.trace_sent > TRACE_FLUSH_S:  # a straggler purged every time
-                        self.outbox.send(pack_trace(setup.worker, trace), MASTER, Tag.TRACE)
-                        trace.clear()
-                        self.trace_sent = now
-                if setup.report_progress:  # the adaptive split's sample of this worker's speed
-                    buf = pack_progress(msg.job, msg.iteration, setup.worker, task,
-                                        len(done_tasks) + fraction,
-                                        time.perf_counter() - unsent_since, msg.epoch)
-                    self.outbox.send(buf, MASTER, Tag.PROGRESS)
-                return
-            assert value is not None  # a task stopped short was dropped above
-            if trace is not None:
-                unsent.append(TraceEntry(msg.job, msg.iteration, msg.epoch, task, began,
-                                         time.perf_counter(), chunks, SENT))
-            if pieces is not None:  # coalesced: one message at the list's end, or timed
-                done_tasks.append(task)
-                done_values.append(value)
-                now = time.perf_counter()
-                if now - last_sent >= PIECE_FLUSH_S:
-                    self.send_result(msg, done_tasks, done_values, unsent)
-                    done_tasks, done_values, unsent, last_sent = [], [], [], now
-            elif setup.single_message:
-                done_tasks.append(task)
-                done_values.append(value)
-            else:
-                self.send_result(msg, [task], [value], unsent)
-                unsent = []
-        if done_tasks:
-            self.send_result(msg, done_tasks, done_values, unsent)
+                return None
+        return due
+
+    def entry(self, msg: Message, task: int, began: float, chunks: int,
+              outcome: float) -> TraceEntry:
+        return TraceEntry(msg.job, msg.iteration, msg.epoch, task, began, time.perf_counter(),
+                          chunks, outcome)
+
+    def trace_dropped(self, msg: Message, unsent: list[TraceEntry],
+                      cut: tuple[int, float, int] | None, left: list[int]) -> None:
+        """The iteration was dropped: its results not sent yet were purged, so was the task
+        ``cut`` (task, start, chunks; dropped if it had done no chunk), the ``left`` were
+        never begun. A straggler purged every time sends its entries on their own, now and
+        then."""
+        trace = self.trace
+        if trace is None:
+            return
+        now = time.perf_counter()
+        trace.extend(entry._replace(outcome=PURGED) for entry in unsent)
+        if cut is not None:
+            task, began, chunks = cut
+            trace.append(self.entry(msg, task, began, chunks, PURGED if chunks else DROPPED))
+        trace.extend(TraceEntry(msg.job, msg.iteration, msg.epoch, t, now, now, 0, DROPPED)
+                     for t in left)
+        if now - self.trace_sent > TRACE_FLUSH_S:
+            self.outbox.send(pack_trace(self.setup.worker, trace), MASTER, Tag.TRACE)
+            trace.clear()
+            self.trace_sent = now
 
     def piece_block(self, key: int, start: int, stop: int) -> Block:
         """Rows [start, stop) of block ``key``, cut once a set-up: its entries are not
@@ -356,7 +253,7 @@ class Worker:
                 with failures_raised(self.comm), blocking_mpi():
                     self.comm.send(traceback.format_exc(), dest=MASTER, tag=int(Tag.ERROR))
             inbox.close_current()  # idle now (what SIGUSR1's line says), until the next one
-        self.dropped += self.inbox.skipped
+        self.dropped += self.inbox.skipped + self.pieces.dropped
         self.outbox.drain()
         ack = pack_control(worker=self.setup.worker,
                            counters=(self.computed, self.sent, self.dropped, self.rows),

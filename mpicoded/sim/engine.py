@@ -1,10 +1,12 @@
-"""Discrete-event simulation of coded iterations, on the runtime's own MasterState and decoders.
+"""Discrete-event simulation: the runtime's own Session driven on a simulated clock.
 
-Per iteration every worker runs its task list back to back after its communication delay: task
-i finishes at the sum of the delays of its first i + 1 tasks (drawn, vectorised, from the same
-keyed stream the MPI workers use, so iteration t meets the same delays in both). Results reach
-the master in time order and are fed to a MasterState until it decodes; everything still running
-is purged. Records have the runtime's fields; times are model time times the time scale.
+The simulator is the Session's second executor. Every worker runs its task list back to back
+from the round's start plus its communication delay: task i finishes at the sum of the delays of
+its first i + 1 tasks, drawn from the same keyed stream the MPI workers use, so iteration t meets
+the same delays in both. Results reach the master in time order; a purge, or the next ITERATE,
+drops what a worker has left. Under partial work each piece is an event of its own, and an
+ASSIGN replaces what is left of a worker's list. Records have the runtime's fields; times are
+model time times the time scale.
 """
 
 from __future__ import annotations
@@ -20,15 +22,12 @@ import numpy as np
 
 from ..balance import Splitter
 from ..codes import Code
+from ..core import events as ev
+from ..core.pieces import PieceTable
+from ..core.result import IterationRecord
+from ..core.session import Session, Settings
+from ..core.shape import Shape
 from ..delays import DelayModel
-from ..runtime.state import (
-    Decoded,
-    IterationRecord,
-    MasterState,
-    ResultArrived,
-    SendAssign,
-    SendIterate,
-)
 from ..stream import StreamTimes, genie_iteration_time, serve_in_order
 
 
@@ -87,7 +86,8 @@ class Simulator:
 
     def finish_times(self, job: int, iteration: int,
                      schedule: tuple[tuple[int, ...], ...] | None = None) -> np.ndarray:
-        """Model time at which each (worker, task) entry's result reaches the master."""
+        """Model time at which each (worker, task) entry's result reaches the master, from the
+        round's start."""
         e = _entries(self.code.schedule if schedule is None else schedule)
         delays = self.delay.task_delays(e.workers, job, iteration, e.slots, self.cost[e.tasks])
         done = np.cumsum(delays)
@@ -97,109 +97,189 @@ class Simulator:
             done = done[e.last]
         return done
 
-    def iteration(self, state: MasterState, job: int, it: int) -> tuple[IterationRecord, int]:
-        """One iteration on ``state``; its record (times in seconds) and results processed."""
-        if state.partial:
-            return self.partial_iteration(state, job, it)
-        schedule = self.splitter.schedule() if self.splitter else self.code.schedule
-        e = _entries(schedule)
-        state.start_iteration(job, it, 0.0, schedule)
-        done = self.finish_times(job, it, schedule)
-        self.task_events += len(done)
-        order = np.argsort(done, kind="stable")
-        single = self.code.messages == "single"
-        if single:  # a worker's whole list arrives as one message
-            order = order[e.last[order] == order]
-        processed = 0
-        for i in order:
-            w = int(e.workers[i])
-            tasks = list(schedule[w]) if single else [int(e.tasks[i])]
-            processed += 1
-            actions = state.handle(ResultArrived(w, job, it, tasks, None, float(done[i])))
-            if actions and isinstance(actions[-1], Decoded):
-                if self.splitter is not None:
-                    self.splitter.observe(actions[-1].arrivals, actions[-1].decoded_at)
-                rec = actions[-1].record
-                return IterationRecord(**{**rec.__dict__,
-                                          "wall_s": self.delay.seconds(rec.wall_s)}), processed
-        raise RuntimeError(f"iteration {it}: every result arrived and {self.code.name} "
-                           "still cannot decode")
-
-    def partial_iteration(self, state: MasterState, job: int,
-                          it: int) -> tuple[IterationRecord, int]:
-        """Partial work, event by event: a worker computes its list a piece at a time, each
-        finished piece reaches the master at once, and the pieces the master hands over
-        (SendAssign) replace what is left of the receiver's list."""
-        actions = state.start_iteration(job, it, 0.0, self.code.schedule)
-        queues = {a.worker: deque(a.tasks) for a in actions if isinstance(a, SendIterate)}
-        shifts = self.delay.iteration_shifts(np.arange(self.code.n_workers))
-        slots = dict.fromkeys(queues, 0)
-        busy: set[int] = set()
-        heap: list[tuple[float, int, int, int]] = []
-        order = itertools.count()  # ties in time: first pushed, first served
-
-        def start(w: int, now: float) -> None:
-            if w in busy or not queues.get(w):
-                return
-            task = queues[w].popleft()
-            took = self.delay.task_delays(np.array([w]), job, it, np.array([slots[w]]),
-                                          self.cost[[task]])[0]
-            slots[w] += 1
-            busy.add(w)
-            heapq.heappush(heap, (now + float(took), next(order), w, task))
-
-        for w in queues:
-            start(w, float(shifts[w]))
-        processed = 0
-        while heap:
-            now, _, w, task = heapq.heappop(heap)
-            busy.discard(w)
-            self.task_events += 1
-            processed += 1
-            actions = state.handle(ResultArrived(w, job, it, [task], None, now))
-            if actions and isinstance(actions[-1], Decoded):
-                rec = actions[-1].record
-                return IterationRecord(**{**rec.__dict__,
-                                          "wall_s": self.delay.seconds(rec.wall_s)}), processed
-            for action in actions:
-                if isinstance(action, (SendAssign, SendIterate)):
-                    queues[action.worker] = deque(action.tasks)
-                    slots.setdefault(action.worker, 0)
-                    start(action.worker, now)
-            start(w, now)
-        raise RuntimeError(f"iteration {it}: every piece arrived and {self.code.name} still "
-                           "cannot decode")
-
     def run(self, iterations: int, job: int = 0) -> SimResult:
         return self.run_stream(np.zeros(1), iterations, genie=False, first_job=job)
 
     def run_stream(self, arrivals: np.ndarray, iterations: int, genie: bool = True,
                    first_job: int = 0) -> SimResult:
         """Jobs arriving at ``arrivals`` (model time), ``iterations`` each, served in order."""
-        state = MasterState(self.code, self.tolerance)
-        records: list[IterationRecord] = []
-        processed = 0
+        pieced = PieceTable.of(self.code) is not None
+        settings = Settings(self.code, Shape(self.code, self.cost),
+                            pieces=self.code if pieced else None, tolerance=self.tolerance,
+                            iterations=iterations, jobs=first_job + len(arrivals),
+                            resume=(first_job, 0, np.zeros(1)) if first_job else None,
+                            loss_every=0, splitter=self.splitter)
         self.task_events = 0
         start = time.perf_counter()
-        services, genie_services = [], []
-        for j in range(len(arrivals)):
-            job = first_job + j
-            service = genie_service = 0.0
-            for it in range(iterations):
-                rec, n = self.iteration(state, job, it)
-                records.append(rec)
-                processed += n
-                service += rec.wall_s
-                if genie:
-                    genie_service += self.delay.seconds(genie_iteration_time(
-                        self.delay, self.code.n_workers, job, it, self.code.n_partitions))
-            services.append(service)
-            genie_services.append(genie_service)
+        clock = SimClock(self, Session(settings), pieced)
+        for j, at in enumerate(arrivals):
+            clock.push(float(at), ev.JobArrived(first_job + j, float(at)))
+        outcome = clock.run()
         elapsed = time.perf_counter() - start
-        arrivals_s = np.array([self.delay.seconds(a) for a in arrivals])
-        return SimResult(records, processed, self.task_events, elapsed, dict(state.totals),
-                         serve_in_order(arrivals_s, services),
-                         serve_in_order(arrivals_s, genie_services) if genie else None)
+        seconds = self.delay.seconds
+        jobs = outcome.jobs
+        times = StreamTimes(*(np.array([seconds(x) for x in xs]) for xs in (
+            [j.start_s for j in jobs], [j.done_s for j in jobs],
+            [j.in_order_delay_s for j in jobs])))
+        genie_times = None
+        if genie:
+            services = [sum(seconds(genie_iteration_time(
+                self.delay, self.code.n_workers, first_job + j, it, self.code.n_partitions))
+                for it in range(iterations)) for j in range(len(arrivals))]
+            genie_times = serve_in_order([seconds(a) for a in arrivals], services)
+        records = [IterationRecord(**{**r.__dict__, "wall_s": seconds(r.wall_s)})
+                   for r in outcome.records]
+        return SimResult(records, clock.processed, self.task_events, elapsed, outcome.totals,
+                         times, genie_times)
+
+
+class SimClock:
+    """The executor: feeds the session events in model-time order, and carries out its
+    instructions on simulated workers (worker index = rank - 1: nobody dies here)."""
+
+    def __init__(self, sim: Simulator, session: Session, pieced: bool) -> None:
+        self.sim, self.session, self.pieced = sim, session, pieced
+        self.heap: list[tuple[float, int, ev.Event | tuple[int, int, int]]] = []
+        self.order = itertools.count()  # ties in time: first pushed, first served
+        self.queue: deque[ev.Event] = deque()
+        self.now = 0.0
+        self.outcome: ev.Outcome | None = None
+        self.processed = 0
+        # whole task lists: the open round's results in time order, and where they are read
+        self.batch: tuple[np.ndarray, np.ndarray, list[list[int]], tuple[int, int, int]] | None
+        self.batch = None
+        self.cursor = 0
+        self.cut: set[int] = set()  # ranks whose remaining results were purged
+        # pieces: each worker's list left, its slot (the delay's key), what is under way
+        self.lists: dict[int, deque[int]] = {}
+        self.slots: dict[int, int] = {}
+        self.busy: set[int] = set()
+        self.generation = itertools.count(1)
+        self.gen: dict[int, int] = {}  # rank -> its list's generation: a piece of an older one
+        self.key: tuple[int, int, int] | None = None  # the round the workers run
+
+    def push(self, at: float, what: ev.Event | tuple[int, int, int]) -> None:
+        heapq.heappush(self.heap, (at, next(self.order), what))
+
+    def run(self) -> ev.Outcome:
+        self.feed(ev.Begin())
+        while self.outcome is None:
+            batch_at = self.batch[0][self.cursor] if self.batch is not None else np.inf
+            if self.heap and self.heap[0][0] < batch_at:
+                self.now, _, what = heapq.heappop(self.heap)
+                if isinstance(what, tuple):
+                    self.piece_done(*what)
+                else:
+                    self.feed(what)
+            elif self.batch is not None:
+                self.next_result()
+            else:
+                raise RuntimeError(f"the simulation is stuck: {self.session.describe()}")
+        return self.outcome
+
+    def next_result(self) -> None:
+        assert self.batch is not None
+        times, ranks, tasks, key = self.batch
+        i = self.cursor
+        self.cursor += 1
+        if self.cursor == len(times):
+            self.batch = None
+        rank = int(ranks[i])
+        if rank in self.cut:
+            return
+        self.now = float(times[i])
+        self.processed += 1
+        self.feed(ev.ResultArrived(rank, *key, tasks[i], None, self.now))
+
+    def feed(self, event: ev.Event) -> None:
+        self.queue.append(event)
+        while self.queue:
+            for i in self.session.handle(self.queue.popleft()):
+                self.perform(i)
+
+    def perform(self, i: ev.Instruction) -> None:
+        if isinstance(i, ev.Iterate):
+            if self.pieced:
+                self.iterate_pieces(i)
+            else:
+                self.iterate(i)
+        elif isinstance(i, ev.Assign):
+            self.lists[i.rank] = deque(i.tasks)
+            self.start(i.rank, self.now)
+        elif isinstance(i, ev.Purge):
+            self.cut.add(i.rank)
+            self.lists.pop(i.rank, None)
+            self.busy.discard(i.rank)
+            self.gen[i.rank] = next(self.generation)
+        elif isinstance(i, ev.Settle):
+            self.queue.append(ev.Started(self.now))
+        elif isinstance(i, ev.Stop):
+            self.queue.append(ev.StopAcknowledged(i.rank))
+        elif isinstance(i, ev.ComputeLoss):
+            self.queue.append(ev.LossComputed(i.job, i.iteration, None, self.now))
+        elif isinstance(i, ev.WakeAt):
+            self.push(i.at, ev.Tick(i.at))
+        elif isinstance(i, ev.Finish):
+            self.outcome = i.outcome
+
+    def iterate(self, i: ev.Iterate) -> None:
+        """A round of whole task lists: every result's time, at once."""
+        sim = self.sim
+        lists = dict(i.lists)
+        schedule = tuple(lists.get(w + 1, ()) for w in range(sim.code.n_workers))
+        e = _entries(schedule)
+        done = sim.finish_times(i.job, i.iteration, schedule) + self.now
+        sim.task_events += len(done)
+        order = np.argsort(done, kind="stable")
+        if sim.code.messages == "single":  # a worker's whole list arrives as one message
+            order = order[e.last[order] == order]
+            tasks = [list(schedule[int(e.workers[k])]) for k in order]
+        else:
+            tasks = [[int(e.tasks[k])] for k in order]
+        self.batch = (done[order], e.workers[order] + 1, tasks, (i.job, i.iteration, i.epoch))
+        self.cursor, self.cut = 0, set()
+        if not len(order):
+            self.batch = None
+
+    def iterate_pieces(self, i: ev.Iterate) -> None:
+        """Partial work: a round's lists (each worker from its communication delay on), or one
+        worker's list of the open round (sent late: at once)."""
+        key = (i.job, i.iteration, i.epoch)
+        fresh = key != self.key
+        if fresh:  # what the workers had under way is dropped
+            self.key, self.slots, self.gen = key, {}, {}
+            self.lists.clear()
+            self.busy.clear()
+        shifts = self.sim.delay.iteration_shifts(np.array([r - 1 for r, _ in i.lists]))
+        for (rank, tasks), shift in zip(i.lists, shifts, strict=True):
+            self.lists[rank] = deque(tasks)
+            self.slots.setdefault(rank, 0)
+            self.gen.setdefault(rank, next(self.generation))
+            self.start(rank, self.now + (float(shift) if fresh else 0.0))
+
+    def start(self, rank: int, at: float) -> None:
+        """``rank`` begins its next piece, if it is idle and has one."""
+        if rank in self.busy or not self.lists.get(rank):
+            return
+        assert self.key is not None
+        task = self.lists[rank].popleft()
+        job, it, _ = self.key
+        took = self.sim.delay.task_delays(np.array([rank - 1]), job, it,
+                                          np.array([self.slots[rank]]),
+                                          self.sim.cost[[task]])[0]
+        self.slots[rank] += 1
+        self.busy.add(rank)
+        self.push(at + float(took), (rank, self.gen[rank], task))
+
+    def piece_done(self, rank: int, generation: int, task: int) -> None:
+        if self.gen.get(rank) != generation:  # dropped meanwhile (a purge, a new round)
+            return
+        self.busy.discard(rank)
+        self.sim.task_events += 1
+        self.processed += 1
+        assert self.key is not None
+        self.feed(ev.ResultArrived(rank, *self.key, [task], None, self.now))
+        self.start(rank, self.now)
 
 
 def simulate(code: Code, delay: DelayModel, iterations: int, tolerance: int = 0,

@@ -16,7 +16,7 @@ from mpicoded.launcher import mpi_env, run_mpi
 
 
 def test_plain_mpi4py_baseline_trains_like_gradient_descent():
-    done = run_mpi(4, ["-m", "mpicoded.runtime.baseline", "--samples", "300", "--features", "5",
+    done = run_mpi(4, ["-m", "mpicoded.bench.baseline", "--samples", "300", "--features", "5",
                        "--iterations", "3"], timeout=120)
     assert done.returncode == 0, done.output[-3000:]
     row = json.loads(done.output.strip().splitlines()[-1])

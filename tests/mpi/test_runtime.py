@@ -194,12 +194,23 @@ class Failing(Ridge):
         return super().compute(block, theta)
 
 
+def bare_master(comm, job, code, observers=None):
+    """A Master over a Session of ``code`` with no options (the workers are started apart)."""
+    from mpicoded.core.observers import Observers
+    from mpicoded.core.session import Session, Settings
+    from mpicoded.delays import DelayModel
+    from mpicoded.runtime.master import Master
+
+    session = Session(Settings(code, coded(job, code), iterations=3))
+    return Master(comm, session, observers or Observers(), DelayModel(), True, [0.0], {}, None,
+                  None)
+
+
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(120)
 def test_worker_exception_is_carried_back_with_its_rank():
-    from mpicoded.delays import DelayModel
-    from mpicoded.runtime.master import Master
-    from mpicoded.runtime.transport import WorkerError
+    from mpicoded.core.protocol import Tag, pack_control
+    from mpicoded.runtime.transport import WorkerError, wait_buffer
     from mpicoded.runtime.worker import Worker, receive_setup
 
     comm = MPI.COMM_WORLD
@@ -207,13 +218,19 @@ def test_worker_exception_is_carried_back_with_its_rank():
     if comm.rank != 0:
         Worker(comm, receive_setup(comm), Failing()).run()  # serves on after its error
         return
-    master = Master(comm, code, coded(Failing(), code), DelayModel())
-    master.place()
+    master = bare_master(comm, Failing(), code)
     with pytest.raises(WorkerError) as info:
-        master.run(3)
+        master.run()
     assert info.value.rank == 2 and "ValueError: a bug in compute" in str(info.value)
-    master.shutdown()  # every worker, the failed one too, still stops cleanly
-    assert master.state.acked == set(range(code.n_workers))
+    for rank in range(1, comm.size):  # every worker, the failed one too, still stops cleanly
+        master.outbox.send(pack_control(), rank, Tag.STOP)
+    acked = set()
+    for rank in range(1, comm.size):
+        if wait_buffer(comm, rank, Tag.STOP_ACK, 60.0) is not None:
+            acked.add(rank)
+            master.outbox.send(pack_control(), rank, Tag.RELEASE)
+    master.drain()
+    assert acked == set(range(1, comm.size))
 
 
 @pytest.mark.mpi(min_size=3)
@@ -221,9 +238,9 @@ def test_worker_exception_is_carried_back_with_its_rank():
 def test_stop_goes_out_before_the_last_loss_is_computed():
     """Nothing is left to compute once the last iteration decodes: the workers are told STOP
     then, and acknowledge while rank 0 computes the final loss (a straggler on a CPU quota
-    reads STOP with the last purge instead of one quota period later)."""
-    from mpicoded.delays import DelayModel
-    from mpicoded.runtime.master import Master
+    reads STOP with the last purge instead of one quota period later). Exact, over MPI."""
+    from mpicoded.core import events as ev
+    from mpicoded.core.observers import Observers
     from mpicoded.runtime.worker import Worker, receive_setup
 
     comm = MPI.COMM_WORLD
@@ -231,19 +248,14 @@ def test_stop_goes_out_before_the_last_loss_is_computed():
     if comm.rank != 0:
         Worker(comm, receive_setup(comm), Ridge()).run()
         return
-    master = Master(comm, code, coded(Ridge(), code), DelayModel())
-    master.place()
-    stop_sent_at = []  # whether STOP had gone out, at each report
-    report = master.report
+    kinds = []
 
-    def spy(record, last=False, *args):
-        stop_sent_at.append(master.stop_sent)
-        return report(record, last, *args)
+    def watch(event, out):
+        kinds.extend(type(i).__name__ for i in out if isinstance(i, ev.Stop | ev.ComputeLoss))
 
-    master.report = spy
-    result = master.run(3)
-    assert stop_sent_at == [False, False, True]
-    assert master.state.acked == set(range(code.n_workers))
+    result = bare_master(comm, Ridge(), code, Observers(watch)).run()
+    assert kinds == ["ComputeLoss", "ComputeLoss", *["Stop"] * code.n_workers, "ComputeLoss"]
+    assert set(result.worker_counters) == set(range(code.n_workers))
     np.testing.assert_allclose(result.theta, reference_theta(Ridge(), code, 3), rtol=1e-9)
 
 
@@ -336,27 +348,6 @@ def test_choosing_a_wait_turns_open_mpis_own_yield_off():
         end_waits()  # Open MPI's own yield back, as mpicoded.run leaves it
 
 
-@pytest.mark.mpi(min_size=3)
-@pytest.mark.timeout(60)
-def test_a_worker_gone_after_acknowledging_stop_is_no_failure():
-    """Under ULFM a worker's exit after STOP is reported as a failure: the master must not
-    count it (it did, at the end of a run that waited for a hung rank)."""
-    from mpicoded.delays import DelayModel
-    from mpicoded.runtime.master import Master
-    from mpicoded.runtime.state import StopAcknowledged
-
-    comm = MPI.COMM_WORLD
-    if comm.rank != 0:
-        return
-    code = make_code("uncoded", comm.size - 1)
-    master = Master(comm, code, coded(Ridge(), code), DelayModel())
-    master.stopped.add(1)
-    master.state.handle(StopAcknowledged(0))  # as pump() does for rank 1's STOP_ACK
-    master.lose({1, 2})
-    assert master.state.dead == {1} and master.state.totals["failed_workers"] == 1
-    assert master.running() == {1} | set(range(3, comm.size))
-
-
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.timeout(60)
 def test_a_worker_probes_before_it_reads_and_obeys_what_came():
@@ -364,9 +355,9 @@ def test_a_worker_probes_before_it_reads_and_obeys_what_came():
     come it is not interrupted; a PURGE of the iteration under way interrupts it; once dropped
     it stays dropped without reading again, until the next iteration is asked for. On
     COMM_SELF every rank is its own master."""
+    from mpicoded.core.protocol import Tag, pack_control, pack_iterate
+    from mpicoded.core.setup import SetupShared
     from mpicoded.delays import DelayModel
-    from mpicoded.runtime.master import SetupShared
-    from mpicoded.runtime.protocol import Tag, pack_control, pack_iterate
     from mpicoded.runtime.worker import Worker
 
     comm = MPI.COMM_SELF
@@ -403,7 +394,7 @@ def test_a_setup_arrives_with_its_arrays_in_the_buffers_they_came_in():
     """A set-up is its pickle and then each contiguous array's bytes as a frame of its own;
     the receiver's arrays are views of the buffers the frames were received into (no copy
     after MPI's), equal and writable; the pickle keeps what is not contiguous. On COMM_SELF."""
-    from mpicoded.runtime.protocol import Tag
+    from mpicoded.core.protocol import Tag
     from mpicoded.runtime.transport import Outbox, object_frames, receive
 
     comm = MPI.COMM_SELF

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicoded.runtime.protocol import Tag
+from mpicoded.core.protocol import Tag
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

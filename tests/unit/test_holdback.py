@@ -5,8 +5,8 @@ took it in must read its PURGE with it, not start it)."""
 
 from __future__ import annotations
 
-from mpicoded.runtime.holdback import Held, HoldBack, Offer
-from mpicoded.runtime.protocol import Tag
+from mpicoded.core.holdback import Held, HoldBack, Offer
+from mpicoded.core.protocol import Tag
 
 
 def held(tag: Tag, iteration: int | None = None) -> Held:

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mpicoded.runtime.inbox import Inbox
-from mpicoded.runtime.protocol import (
+from mpicoded.core.inbox import Inbox
+from mpicoded.core.protocol import (
     Message,
     Tag,
     pack_assign,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from mpicoded import BLAS_VARS, launcher
+from mpicoded import BLAS_VARS, host, launcher
 from mpicoded.launcher import flavour_of, mpirun_command
 
 VERSIONS = {  # the first lines of each one's ``mpirun --version`` (the PyPI wheels')
@@ -154,11 +154,11 @@ def test_once_mpi_is_up_the_watch_leaves_deaths_to_ulfm(fake_mpirun, tmp_path):
 
 
 def test_mark_started_writes_the_ranks_file_once(tmp_path, monkeypatch):
-    monkeypatch.setenv(launcher.STARTED_ENV, str(tmp_path))
-    launcher.mark_started(4)
+    monkeypatch.setenv(host.STARTED_ENV, str(tmp_path))
+    host.mark_started(4)
     assert [p.name for p in tmp_path.iterdir()] == ["4"]
-    assert launcher.STARTED_ENV not in launcher.os.environ  # a second call is a no-op
-    launcher.mark_started(5)
+    assert host.STARTED_ENV not in host.os.environ  # a second call is a no-op
+    host.mark_started(5)
     assert [p.name for p in tmp_path.iterdir()] == ["4"]
 
 
@@ -168,6 +168,6 @@ def test_only_mpicodeds_training_run_is_watched():
 
 
 def test_mark_started_elsewhere_than_the_launchers_host_is_a_no_op(tmp_path, monkeypatch):
-    monkeypatch.setenv(launcher.STARTED_ENV, str(tmp_path / "not-here"))
-    launcher.mark_started(2)  # no such directory on this host: nothing to mark, no error
+    monkeypatch.setenv(host.STARTED_ENV, str(tmp_path / "not-here"))
+    host.mark_started(2)  # no such directory on this host: nothing to mark, no error
     assert not (tmp_path / "not-here").exists()

@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
+from mpicoded.core.result import IterationRecord
 from mpicoded.log import log_to_stderr, logger, set_rank
 from mpicoded.record import Progress
-from mpicoded.runtime.state import IterationRecord
 
 
 def record(iteration: int) -> IterationRecord:

@@ -81,7 +81,7 @@ def test_hold_back_keeps_one_large_iterate_on_the_wire():
     received; a newer one waits behind it (the one on the wire purged at once) and replaces
     the one waiting, STOP drops it, and what was dropped is reported. The receiver then reads
     the first ITERATE, its PURGE and STOP."""
-    protocol = pytest.importorskip("mpicoded.runtime.protocol")
+    protocol = pytest.importorskip("mpicoded.core.protocol")
     tag = protocol.Tag
     withheld: list[list[str]] = []
     box = transport.Outbox(MPI.COMM_SELF, hold_back=True,

@@ -3,20 +3,18 @@ split a partition between its holders, a decode that counts every row once."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from sessions import Decodes, Driver, lists, of
 
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import holders, partial_code
+from mpicoded.core import events as ev
+from mpicoded.core.pieces import QUIET_ROUNDS
+from mpicoded.core.shape import Shape
 from mpicoded.delays import DelayModel
-from mpicoded.runtime.state import (
-    Decoded,
-    Forget,
-    MasterState,
-    Recode,
-    SendAssign,
-    SendIterate,
-)
 from mpicoded.sim import Simulator
 
 CODES = [("uncoded", {}), ("frc", {"stragglers": 1}), ("frc", {"stragglers": 2}),
@@ -103,63 +101,107 @@ def test_a_code_with_real_coefficients_is_refused(name, params):
         partial_code(make_code(name, 6, **params), ROWS[:6], 100)
 
 
+def on(part):
+    """A session on ``part`` (job 0 not arrived yet) and its job, which keeps every decode."""
+    work = Decodes(part)
+    return Driver(part, work=work), work
+
+
+def send(d, vals, worker, tasks, now, it=0):
+    """``worker``'s results of ``tasks`` of job 0's iteration ``it``: what the session does."""
+    return d.result(worker, list(tasks), vals[list(tasks)], now, iteration=it)
+
+
+def assigned(out):
+    """The ASSIGNs in ``out``, by code worker."""
+    return {a.rank - 1: a.tasks for a in of(out, ev.Assign)}
+
+
+def lost(rank, left):
+    """What the loss of ``rank`` says when ``left`` workers remain and the round goes on."""
+    return [ev.Forget(rank), ev.Log("warning", f"worker rank(s) [{rank}] failed; {left} workers left"),
+            ev.Record({"record": "failure", "ranks": [rank], "workers_left": left})]
+
+
+def as_built(part, code):
+    """``part`` named and parametrised as ``code`` (the session re-builds its code from them,
+    and the Driver gives it the pieced code as its code)."""
+    return dataclasses.replace(part, name=code.name, built_with=dict(code.built_with))
+
+
 def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
-    """The state machine on partial frc (workers 0 and 1 hold partitions 0 and 1): worker 0
-    sends two pieces of its share and nothing more. Worker 1, done with its own, is handed the
-    far half (rounded up) of what worker 0 still owes, far end first, and worker 0 is told the
+    """The session on partial frc (workers 0 and 1 hold partitions 0 and 1): worker 0 sends
+    two pieces of its share and nothing more. Worker 1, done with its own, is handed the far
+    half (rounded up) of what worker 0 still owes, far end first, and worker 0 is told the
     rest is its list, once: silent since, it is not told again (it would only have more to
     read); then half of that, and so on, to the last piece: the decode never waits for the
     slow one, uses its two pieces and counts every row once."""
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, each = values_of(part, np.random.default_rng(4))
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
+    d, work = on(part)
+    d.open()
     share = list(part.schedule[0])
-    assert state.on_result(0, 0, 0, share[:2], vals[share[:2]], 1.0) == []
+    assert send(d, vals, 0, share[:2], 1.0) == []
     for w in (3, 2, 5, 4):  # pairs: the first done takes half of its partner's share; the
-        done = state.on_result(w, 0, 0, list(part.schedule[w]),  # partner sends its whole
-                               vals[list(part.schedule[w])], 2.0)  # share: the thief is spared
-        assert sorted(a.worker for a in done) == ([w + 1] if w in (2, 4) else [w - 1, w])
-    actions = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
+        done = send(d, vals, w, part.schedule[w], 2.0)  # partner sends its whole share:
+        assert of(done, ev.Assign) == done  # the thief is spared
+        assert sorted(a.rank - 1 for a in done) == ([w + 1] if w in (2, 4) else [w - 1, w])
+    out = send(d, vals, 1, part.schedule[1], 2.0)
     owed, handed, told = share[2:], [], []
-    while not any(isinstance(a, Decoded) for a in actions):
-        assigned = {a.worker: a.tasks for a in actions if isinstance(a, SendAssign)}
+    while not of(out, ev.Decoded):
+        assert of(out, ev.Assign) == out
+        given = assigned(out)
         k = len(owed) // 2
-        assert list(assigned[1]) == owed[k:][::-1]
-        if 0 in assigned:
-            assert list(assigned[0]) == owed[:k]
+        assert list(given[1]) == owed[k:][::-1]
+        if 0 in given:
+            assert list(given[0]) == owed[:k]
             told.append(k)
-        handed.append(len(assigned[1]))
+        assert set(given) <= {0, 1}
+        handed.append(len(given[1]))
         owed = owed[:k]
-        actions = state.on_result(1, 0, 0, list(assigned[1]), vals[list(assigned[1])], 3.0)
+        out = send(d, vals, 1, given[1], 3.0)
     assert handed == [5, 2, 1, 1] and owed == [] and told == [4]
-    decoded = next(a for a in actions if isinstance(a, Decoded))
-    assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
-    assert set(share[:2]) <= state.current.decoder.used
+    decoded = out[0]
+    assert isinstance(decoded, ev.Decoded) and (decoded.job, decoded.iteration) == (0, 0)
+    assert np.allclose(work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
+    assert set(share[:2]) <= decoded.used
 
 
 def test_a_dead_holders_pieces_are_handed_to_an_idle_one():
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, _ = values_of(part, np.random.default_rng(5))
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
+    d, _ = on(part)
+    d.open()
     for w in (3, 2, 5, 4, 1):
-        done = state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])],
-                               1.0)
-    far = next(a for a in done if a.worker == 1)  # worker 1 takes the far half of 0's share
-    assert state.on_worker_failed(0) == [Forget(0)]  # worker 1 is busy: the rest waits for it
-    (rest,) = state.on_result(1, 0, 0, list(far.tasks), vals[list(far.tasks)], 2.0)
-    assert rest.worker == 1 and sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])
-    decoded = state.on_result(1, 0, 0, list(rest.tasks), vals[list(rest.tasks)], 3.0)
-    assert isinstance(decoded[-1], Decoded)
+        done = send(d, vals, w, part.schedule[w], 1.0)
+    far = next(a for a in done if a.rank == 2)  # worker 1 takes the far half of 0's share
+    assert d.lose(0, 1.5) == lost(1, 5)  # worker 1 is busy: the rest waits for it
+    (rest,) = send(d, vals, 1, far.tasks, 2.0)
+    assert isinstance(rest, ev.Assign) and rest.rank == 2
+    assert sorted(far.tasks + rest.tasks) == sorted(part.schedule[0])
+    decoded = send(d, vals, 1, rest.tasks, 3.0)
+    assert isinstance(decoded[0], ev.Decoded) and decoded[0].iteration == 0
 
 
 def test_losing_every_holder_of_a_partition_asks_for_a_recode():
+    """The round cannot decode without partitions 0 and 1: it is abandoned (every living
+    worker on it purged), the code re-built for the four left and the round sent again."""
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(0) == [Forget(0)]  # worker 1 still holds partitions 0 and 1
-    assert state.on_worker_failed(1) == [Forget(1), Recode(frozenset({0, 1}))]
+    d = Driver(as_built(part, code), work=Shape(part, rows=ROWS[:6]), chunk_rows=100)
+    d.open()
+    assert d.lose(0) == lost(1, 5)  # worker 1 still holds partitions 0 and 1
+    out = d.lose(1)
+    s = d.session
+    assert (s.epoch, s.code.name, s.code.n_workers, s.recodes) == (1, "frc", 4, 1)
+    assert out == [
+        *lost(2, 4), *(ev.Purge(rank, 0, 0, 0) for rank in (3, 4, 5, 6)),
+        ev.Log("info", "workers died: re-coded for 4 workers: frc stragglers=1, tolerance 0 "
+                       "(epoch 1)"),
+        ev.Record({"record": "recode", "reason": "workers died", "epoch": 1, "workers": 4,
+                   "code": "frc"}),
+        ev.Place(1, tuple(ev.Target(w + 3, w + 3, w, s.code.schedule[w]) for w in range(4)),
+                 s.code, s.pieces, s.work, 100),
+        ev.Iterate(0, 0, 1, tuple((w + 3, s.pieces.schedule[w]) for w in range(4)), s.stream.theta)]
 
 
 def test_the_simulator_pays_no_redundancy_without_a_straggler():
@@ -193,72 +235,90 @@ def test_spread_pays_a_straggler_only_its_share():
 
 def frc_with_2_to_5_done(seed):
     """Partial frc s=1 (workers 0 and 1 hold partitions 0 and 1), an iteration open, workers 2
-    to 5 done with their shares: the code, made-up values, their sums and the state."""
+    to 5 done with their shares: the code, made-up values, their sums, the session and its
+    job."""
     _, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, each = values_of(part, np.random.default_rng(seed))
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
+    d, work = on(part)
+    d.open()
     for w in (2, 3, 4, 5):
-        state.on_result(w, 0, 0, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
-    return part, vals, each, state
+        send(d, vals, w, part.schedule[w], 1.0)
+    return part, vals, each, d, work
 
 
 def test_a_slow_holder_is_told_its_shortened_list_again_once_it_reports():
     """frc: worker 0 silent, worker 1 takes half of its share twice; 0 is told once. Then 0
     reports a piece, and the next handover tells it again."""
-    part, vals, _, state = frc_with_2_to_5_done(6)
+    part, vals, _, d, _ = frc_with_2_to_5_done(6)
 
     def worker_1_done(tasks):
-        actions = state.on_result(1, 0, 0, list(tasks), vals[list(tasks)], 2.0)
-        return {a.worker: a.tasks for a in actions if isinstance(a, SendAssign)}
+        return assigned(send(d, vals, 1, tasks, 2.0))
 
     first = worker_1_done(part.schedule[1])
     assert set(first) == {0, 1}
     second = worker_1_done(first[1])
     assert set(second) == {1}  # 0 has not read the first notice, as far as the master knows
     own = first[0][0]
-    state.on_result(0, 0, 0, [own], vals[[own]], 2.5)
+    send(d, vals, 0, [own], 2.5)
     third = worker_1_done(second[1])
     assert set(third) == {0, 1} and own not in third[0]
 
 
-def play_round(state, part, vals, silent, it):
-    """One iteration with every worker but ``silent`` computing at once what it is sent (its
-    share, then what is handed to it): the workers sent an ITERATE, and the decoded sum."""
-    actions = state.start_iteration(0, it, float(it))
-    sent = {a.worker for a in actions if isinstance(a, SendIterate)}
-    work = [(a.worker, a.tasks) for a in actions if isinstance(a, SendIterate)]
+def play_round(d, vals, silent, opened):
+    """The round ``opened`` sent out, with every worker but ``silent`` computing at once what
+    it is sent (its share, then what is handed to it): the workers sent its ITERATE, the
+    decoded sum and what the decode sent out (the next round)."""
+    (iterate,) = of(opened, ev.Iterate)
+    it = iterate.iteration
+    work = [(rank - 1, tasks) for rank, tasks in iterate.lists]
+    sent = {w for w, _ in work}
     while work:
         w, tasks = work.pop(0)
         if w == silent:
             continue
-        for a in state.on_result(w, 0, it, list(tasks), vals[list(tasks)], it + 0.5):
-            if isinstance(a, Decoded):
-                return sent, a.result
-            if isinstance(a, SendAssign):
-                work.append((a.worker, a.tasks))
+        out = send(d, vals, w, tasks, it + 0.5, it)
+        if of(out, ev.Decoded):
+            return sent, d.session.work.decoded[-1][0], out
+        work += assigned(out).items()
     raise AssertionError("the round did not decode")
 
 
 def test_a_worker_silent_for_two_rounds_is_left_out_until_it_sends():
     """Partial spread s=1, worker 1 never answers: it is sent rounds 1-3, left out of the
     fourth and fifth (its share orphaned: the others decode every row once without it), and
-    back in the round after a (stale) result of its own."""
-    from mpicoded.runtime.state import QUIET_ROUNDS
-
+    back in the round after a (stale) result of its own (the next round is sent with a
+    decode, so the result comes while the fifth is open)."""
     code = make_code("spread", 6, stragglers=1)
     part = partial_code(code, [1000] * code.n_partitions, 250)
     vals, each = values_of(part, np.random.default_rng(7))
-    state = MasterState(part)
+    d, _ = on(part)
+    opened = d.open()
     rounds = []
     for it in range(5):
-        sent, total = play_round(state, part, vals, 1, it)
+        if it == 4:  # stale: of the first round
+            assert send(d, vals, 1, [part.schedule[1][0]], 5.0, it=0) == []
+        sent, total, opened = play_round(d, vals, 1, opened)
         assert np.allclose(total, each.sum(axis=0), rtol=1e-12)
         rounds.append(1 in sent)
     assert rounds == [True] * (QUIET_ROUNDS + 1) + [False] * (4 - QUIET_ROUNDS)
-    state.on_result(1, 0, 0, [part.schedule[1][0]], vals[[part.schedule[1][0]]], 5.0)  # stale
-    sent, _ = play_round(state, part, vals, 1, 5)
+    sent, _, _ = play_round(d, vals, 1, opened)
     assert 1 in sent
+
+
+def after_silence(part, silent, work=None):
+    """A session on ``part`` ten rounds in, where ``silent`` last sent in the first and the
+    others in the tenth, and every worker was sent the tenth (not due for a retry)."""
+    d = Driver(part, work=work)
+    pw = d.session.piecework
+    pw.rounds = 10
+    pw.heard = {w: 0 if w in silent else 10 for w in range(part.n_workers)}
+    pw.last_sent = dict.fromkeys(range(part.n_workers), 10)
+    return d
+
+
+def left_out(d, out):
+    """The living workers the round ``out`` sent has no list for."""
+    return d.session.live - set(lists(out))
 
 
 def test_a_quiet_worker_is_kept_where_its_partitions_would_have_no_holder():
@@ -266,12 +326,10 @@ def test_a_quiet_worker_is_kept_where_its_partitions_would_have_no_holder():
     holder, so only one of them (the later, 4) is left out and 1 is still sent the round."""
     code = make_code("spread", 6, stragglers=1)
     part = partial_code(code, [1000] * code.n_partitions, 250)
-    state = MasterState(part, rounds=10)
-    state.heard = {w: 0 if w in (1, 4) else 10 for w in range(6)}
-    state.last_sent = dict.fromkeys(range(6), 10)  # sent the last round: not due for a retry
-    actions = state.start_iteration(0, 0, 0.0)
-    assert state.quiet == {4}
-    assert sorted(a.worker for a in actions if isinstance(a, SendIterate)) == [0, 1, 2, 3, 5]
+    d = after_silence(part, (1, 4))
+    out = d.open()
+    assert left_out(d, out) == {4}
+    assert of(out, ev.Iterate) == out and sorted(lists(out)) == [0, 1, 2, 3, 5]
 
 
 def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_die():
@@ -282,29 +340,28 @@ def test_a_quiet_holder_is_sent_the_round_when_the_others_holding_its_partition_
     code = make_code("spread", 6, stragglers=1)
     part = partial_code(code, [1000] * code.n_partitions, 250)
     vals, each = values_of(part, np.random.default_rng(8))
-    state = MasterState(part, rounds=10)
-    state.heard = {w: 0 if w == 4 else 10 for w in range(6)}
-    state.last_sent = {w: 10 for w in range(6)}
-    state.start_iteration(0, 0, 0.0)
-    assert state.quiet == {4}
-    forget, sent = state.on_worker_failed(1)
-    assert forget == Forget(1)
-    assert isinstance(sent, SendIterate) and sent.worker == 4
+    d = after_silence(part, (4,), Decodes(part))
+    assert left_out(d, d.open()) == {4}
+    rnd = d.session.round
+    out = d.lose(1)
+    assert isinstance(out[-1], ev.Iterate) and len(out[-1].lists) == 1
+    ((rank, tasks),) = out[-1].lists
+    assert out == [*lost(2, 5), ev.Iterate(0, 0, 0, ((5, tasks),), d.session.stream.theta)]
     shared = part.params["subsets"].index((1, 4))
-    assert {part.params["pieces"][t].key for t in sent.tasks} == {shared}
-    work = [(w, part.schedule[w]) for w in (0, 2, 3, 5)] + [(4, sent.tasks)]
+    assert {part.params["pieces"][t].key for t in tasks} == {shared}
+    work = [(w, part.schedule[w]) for w in (0, 2, 3, 5)] + [(4, tasks)]
     decoded = None
     while work and decoded is None:
         w, tasks = work.pop(0)
-        for a in state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], 1.0):
-            if isinstance(a, Decoded):
-                decoded = a
-            elif isinstance(a, SendIterate | SendAssign):
-                assert isinstance(a, SendAssign)  # 4 is in the round now: ASSIGNs from here
-                work.append((a.worker, a.tasks))
-    assert decoded is not None
-    assert np.allclose(decoded.result, each.sum(axis=0), rtol=1e-12)
-    assert 4 in state.current.sent
+        out = send(d, vals, w, tasks, 1.0)
+        if of(out, ev.Decoded):
+            decoded = out[0]
+        else:
+            assert of(out, ev.Assign) == out  # 4 is in the round now: ASSIGNs from here
+            work += assigned(out).items()
+    assert isinstance(decoded, ev.Decoded) and decoded.iteration == 0
+    assert np.allclose(d.session.work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
+    assert 4 in rnd.sent
 
 
 def test_a_thief_is_spared_the_pieces_its_victim_sent_before_reading_the_notice():
@@ -312,18 +369,18 @@ def test_a_thief_is_spared_the_pieces_its_victim_sent_before_reading_the_notice(
     not slow, had computed all but the last piece of its share before the notice came and
     sends them: worker 1 is told its list without those pieces (it would compute them again),
     the last one alone; the round decodes, each piece once."""
-    part, vals, each, state = frc_with_2_to_5_done(9)
-    first = state.on_result(1, 0, 0, list(part.schedule[1]), vals[list(part.schedule[1])], 2.0)
-    taken = next(a.tasks for a in first if a.worker == 1)
+    part, vals, each, d, work = frc_with_2_to_5_done(9)
+    first = send(d, vals, 1, part.schedule[1], 2.0)
+    taken = next(a.tasks for a in first if a.rank == 2)
     share = list(part.schedule[0])
     done_first = share[: len(share) - 1]  # all but its last: the decode is not complete yet
-    spared = state.on_result(0, 0, 0, done_first, vals[done_first], 2.5)
-    notice = next(a for a in spared if a.worker == 1)
-    assert isinstance(notice, SendAssign)
+    spared = send(d, vals, 0, done_first, 2.5)
+    notice = next(a for a in spared if a.rank == 2)
+    assert isinstance(notice, ev.Assign)
     assert set(notice.tasks) == set(taken) - set(done_first) == {share[-1]}
-    decoded = state.on_result(1, 0, 0, list(notice.tasks), vals[list(notice.tasks)], 3.0)
-    assert isinstance(decoded[-1], Decoded)
-    assert np.allclose(decoded[-1].result, each.sum(axis=0), rtol=1e-12)
+    decoded = send(d, vals, 1, notice.tasks, 3.0)
+    assert isinstance(decoded[0], ev.Decoded) and decoded[0].iteration == 0
+    assert np.allclose(work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
 
 
 def test_a_quiet_workers_share_is_dealt_out_with_the_round():
@@ -333,29 +390,26 @@ def test_a_quiet_workers_share_is_dealt_out_with_the_round():
     code = make_code("spread", 6, stragglers=1)
     part = partial_code(code, [1000] * code.n_partitions, 250)
     vals, each = values_of(part, np.random.default_rng(10))
-    state = MasterState(part, rounds=10)
-    state.heard = {w: 0 if w == 1 else 10 for w in range(6)}
-    state.last_sent = dict.fromkeys(range(6), 10)
-    actions = state.start_iteration(0, 0, 0.0)
-    assert state.quiet == {1}
-    lists = {a.worker: a.tasks for a in actions if isinstance(a, SendIterate)}
+    d = after_silence(part, (1,), Decodes(part))
+    out = d.open()
+    assert left_out(d, out) == {1} and of(out, ev.Iterate) == out
+    given = lists(out)
     pieces, holds = part.params["pieces"], part.params["holds"]
-    for w, tasks in lists.items():
+    for w, tasks in given.items():
         own = len(part.schedule[w])
         assert tasks[:own] == part.schedule[w]  # its own share first, then what it was dealt
         assert all(pieces[t].key in holds[w] for t in tasks)
-    dealt = [t for w, tasks in lists.items() for t in tasks[len(part.schedule[w]):]]
+    dealt = [t for w, tasks in given.items() for t in tasks[len(part.schedule[w]):]]
     assert sorted(dealt) == sorted(part.schedule[1])
-    assert max(map(len, lists.values())) - min(map(len, lists.values())) <= 1
-    work = list(lists.items())
+    assert max(map(len, given.values())) - min(map(len, given.values())) <= 1
+    work = list(given.items())
     while work:
         w, tasks = work.pop(0)
-        for a in state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], 1.0):
-            if isinstance(a, Decoded):
-                assert np.allclose(a.result, each.sum(axis=0), rtol=1e-12)
-                return
-            if isinstance(a, SendAssign):
-                work.append((a.worker, a.tasks))
+        out = send(d, vals, w, tasks, 1.0)
+        if of(out, ev.Decoded):
+            assert np.allclose(d.session.work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
+            return
+        work += assigned(out).items()
     raise AssertionError("the round did not decode")
 
 
@@ -364,16 +418,16 @@ def test_describe_names_the_pieces_still_needed_and_whom_they_wait_on():
     still needs, by the worker that owns each now (a hung run's culprit at a glance)."""
     code, part = cut("frc", {"stragglers": 1}, chunk=100)
     vals, _ = values_of(part, np.random.default_rng(6))
-    state = MasterState(part)
-    state.start_iteration(0, 2, 0.0)
+    d = Driver(part, resume=(0, 2, np.zeros(1)))  # job 0 resumed at iteration 2
+    assert of(d.open(), ev.Iterate)[0].iteration == 2
     share = list(part.schedule[0])
-    state.on_result(0, 0, 2, share[:2], vals[share[:2]], 1.0)
+    send(d, vals, 0, share[:2], 1.0, it=2)
     for w in (2, 3, 4, 5):  # two partitions' holders both done: nothing needed from them
-        state.on_result(w, 0, 2, list(part.schedule[w]), vals[list(part.schedule[w])], 1.0)
+        send(d, vals, w, part.schedule[w], 1.0, it=2)
     needed = {0: share[2:], 1: list(part.schedule[1])}
-    assert state.describe() == (
-        f"epoch 0, job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
-        f" pieces in, still needed by owner {needed} (-1: nobody's), dead workers []")
+    assert d.session.describe() == (
+        f"epoch 0: job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
+        f" pieces in, still needed by owner {needed} (-1: nobody's); lost workers []")
 
 
 def test_a_holder_robbed_of_its_last_piece_takes_over_a_stragglers_share():
@@ -386,27 +440,41 @@ def test_a_holder_robbed_of_its_last_piece_takes_over_a_stragglers_share():
     part = partial_code(code, [1000] * 6, 250)
     vals, each = values_of(part, np.random.default_rng(5))
     key = [p.key for p in part.params["pieces"]]
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
+    d, work = on(part)
+    d.open()
 
-    def send(w, tasks, now):
-        return state.on_result(w, 0, 0, list(tasks), vals[list(tasks)], now)
+    def to(w, tasks):
+        return ev.Assign(w + 1, 0, 0, 0, tuple(tasks))
 
     s0, s4, s5 = (list(part.schedule[w]) for w in (0, 4, 5))
     assert [key[t] for t in s0] == [0, 0, 1, 1] and [key[t] for t in s5] == [0, 0, 5, 5]
-    assert send(0, s0[:1], 1.0) == []  # worker 0 sends one piece of partition 0, then no more
-    send(3, part.schedule[3], 1.0)  # it takes a piece of partition 3 from worker 2
-    taken = send(5, s5, 1.1)  # worker 4 owes two pieces of partition 5, worker 0 one of 0
+    assert send(d, vals, 0, s0[:1], 1.0) == []  # worker 0 sends one piece of partition 0
+    send(d, vals, 3, part.schedule[3], 1.0)  # it takes a piece of partition 3 from worker 2
+    taken = send(d, vals, 5, s5, 1.1)  # worker 4 owes two pieces of partition 5, worker 0 one
     far = [t for t in s4 if key[t] == 5][-1]
-    assert taken[0] == SendAssign(5, 0, 0, (far,)) and taken[1].worker == 4
-    back = send(4, taken[1].tasks, 1.2)
-    assert back == [SendAssign(4, 0, 0, (far,)), SendAssign(5, 0, 0, (s0[1],)),
-                    SendAssign(0, 0, 0, tuple(s0[2:]))]  # worker 0 is told what is left
-    actions = send(5, [s0[1]], 1.3) + send(4, [far], 1.3)
+    assert taken[0] == to(5, [far]) and taken[1].rank == 5
+    assert taken == [to(5, [far]), to(4, taken[1].tasks)]
+    back = send(d, vals, 4, taken[1].tasks, 1.2)
+    assert back == [to(4, [far]), to(5, s0[1:2]), to(0, s0[2:])]  # worker 0 is told what is left
+    out = send(d, vals, 5, [s0[1]], 1.3) + send(d, vals, 4, [far], 1.3)
     for w in (1, 2):
-        actions += send(w, part.schedule[w], 1.4)
-    while not any(isinstance(a, Decoded) for a in actions):  # and so on, to the decode
-        assigned = [a for a in actions if isinstance(a, SendAssign) and a.worker != 0]
-        actions = [b for a in assigned for b in send(a.worker, a.tasks, 1.5)]
-    decoded = next(a for a in actions if isinstance(a, Decoded))
-    assert np.allclose(decoded.result, each, rtol=1e-12)  # ucmmc's target: each partition
+        out += send(d, vals, w, part.schedule[w], 1.4)
+    while not of(out, ev.Decoded):  # and so on, to the decode
+        given = [a for a in of(out, ev.Assign) if a.rank != 1]
+        out = [b for a in given for b in send(d, vals, a.rank - 1, a.tasks, 1.5)]
+    assert np.allclose(work.decoded[-1][0], each, rtol=1e-12)  # ucmmc's target: each partition
+
+
+def test_a_silent_worker_is_sent_one_round_in_three():
+    """Partial spread s=1, worker 1 never answers at all: sent the first three rounds, then
+    one round in QUIET_ROUNDS + 1 (a retry: it may have been purged before it could send)."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, _ = values_of(part, np.random.default_rng(7))
+    d, _ = on(part)
+    opened = d.open()
+    rounds = []
+    for _ in range(12):
+        sent, _, opened = play_round(d, vals, 1, opened)
+        rounds.append(1 in sent)
+    assert rounds == [True] * 3 + [False, False, True] * 3

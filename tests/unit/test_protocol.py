@@ -6,16 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpicoded.runtime.protocol import (
-    DROPPED,
+from mpicoded.core.protocol import (
     LAYOUTS,
-    PURGED,
-    SENT,
     TRACE_FIELDS,
     Message,
     Size,
     Tag,
-    TraceEntry,
     ack_fields,
     assign_fields,
     iterate_fields,
@@ -32,6 +28,7 @@ from mpicoded.runtime.protocol import (
     trace_fields,
     unpack,
 )
+from mpicoded.core.trace import DROPPED, PURGED, SENT, TraceEntry
 
 ENTRIES = [TraceEntry(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED),
            TraceEntry(0, 2, 0, 8, 12.0, 12.5, 7, SENT)]

@@ -4,21 +4,18 @@ for a straggler's ranges with their own blocks."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from sessions import Decodes, Driver, lists, of
 
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import RangeDecoder, grid_step, piece_cost, range_code
+from mpicoded.core import events as ev
+from mpicoded.core.pieces import RELEASED
+from mpicoded.core.shape import Shape
 from mpicoded.delays import DelayModel
-from mpicoded.runtime.state import (
-    RELEASED,
-    Decoded,
-    Forget,
-    MasterState,
-    Recode,
-    SendAssign,
-    SendIterate,
-)
 from mpicoded.sim import Simulator
 
 HEIGHT = 60  # rows of every coded block
@@ -123,31 +120,56 @@ def test_a_range_decode_recovers_every_block_exactly_from_any_sufficient_pieces(
                                                              for t in range(part.n_tasks))
 
 
-def run_round(state, part, vals, silent=(), it=0, die=None):
-    """One iteration: every worker but ``silent`` computes at once what it is sent; ``die``
-    (worker, after how many of its results) dies then. The decoded action and what was
-    assigned to whom."""
-    actions = state.start_iteration(0, it, float(it))
-    work = [(a.worker, a.tasks) for a in actions if isinstance(a, SendIterate)]
+def on(part):
+    """A session on ``part`` whose job keeps every decode, job 0 arrived: the session and what
+    it sent (the first round)."""
+    d = Driver(part, work=Decodes(part))
+    return d, d.open()
+
+
+def after_silence(part, silent, work=None):
+    """A session on ``part`` ten rounds in, where ``silent`` last sent in the first and the
+    others in the tenth, and every worker was sent the tenth (not due for a retry)."""
+    d = Driver(part, work=work)
+    pw = d.session.piecework
+    pw.rounds = 10
+    pw.heard = {w: 0 if w in silent else 10 for w in range(part.n_workers)}
+    pw.last_sent = dict.fromkeys(range(part.n_workers), 10)
+    return d
+
+
+def left_out(d, out):
+    """The living workers the round ``out`` sent has no list for."""
+    return d.session.live - set(lists(out))
+
+
+def run_round(d, opened, vals, silent=(), die=None):
+    """The round ``opened`` sent out: every worker but ``silent`` computes at once what it is
+    sent; ``die`` (worker, after how many of its results) dies then. The round's DECODED, its
+    result and what was handed to whom."""
+    (iterate,) = of(opened, ev.Iterate)
+    it = iterate.iteration
+    work = [(rank - 1, tasks) for rank, tasks in iterate.lists]
     assigned: list[tuple[int, tuple[int, ...]]] = []
     results = 0
     while work:
         w, tasks = work.pop(0)
         if w in silent or not tasks:
             continue
-        new = state.on_result(w, 0, it, list(tasks), vals[list(tasks)], it + 0.5)
+        new = d.result(w, list(tasks), vals[list(tasks)], it + 0.5, iteration=it)
         results += 1
         if die is not None and results == die[1]:
-            new += state.on_worker_failed(die[0])
+            new += d.lose(die[0], it + 0.5)
             silent = (*silent, die[0])
         for a in new:
-            if isinstance(a, Decoded):
-                return a, assigned
-            if isinstance(a, Recode):
-                raise AssertionError(f"re-code: {a.reason}")
-            if isinstance(a, SendAssign | SendIterate):
-                assigned.append((a.worker, a.tasks))
-                work.append((a.worker, a.tasks))
+            if isinstance(a, ev.Decoded):
+                return a, d.session.work.decoded[-1][0], assigned
+            if isinstance(a, ev.Record) and a.row["record"] == "recode":
+                raise AssertionError(f"re-code: {a.row['reason']}")
+            if isinstance(a, ev.Assign | ev.Iterate):
+                given = lists([a])
+                assigned += given.items()
+                work += given.items()
     raise AssertionError("the round did not decode")
 
 
@@ -160,20 +182,19 @@ def test_idle_workers_stand_in_for_a_stragglers_ranges_with_their_own_blocks():
     part = range_code(code, HEIGHT, 12)
     Y, coded = blocks_of(code, np.random.default_rng(1))
     vals = piece_values(part, coded)
-    state = MasterState(part)
-    decoded, assigned = run_round(state, part, vals, silent=(2,))
+    decoded, result, assigned = run_round(*on(part), vals, silent=(2,))
     pieces = part.params["pieces"]
     for w in (0, 1, 3, 4, 5):
-        lists = [set(tasks) for v, tasks in assigned if v == w]
+        given = [set(tasks) for v, tasks in assigned if v == w]
         share = set(part.schedule[w])
-        notices = [got for got in lists if got <= share]  # shortened: a thief took some
-        extra = [t for got in lists if not got <= share for t in got]
+        notices = [got for got in given if got <= share]  # shortened: a thief took some
+        extra = [t for got in given if not got <= share for t in got]
         assert all(pieces[t].key == w for t in extra)  # mds: worker w holds block w
         assert len(set(extra)) == len(extra) and not set(extra) & share
         assert len(notices) + len(extra) >= 1
     assert sum(v == 2 for v, _ in assigned) == 1  # told once, silent since
-    assert not any(pieces[t].key == 2 for t in state.current.decoder.used)
-    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+    assert not any(pieces[t].key == 2 for t in decoded.used)
+    assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
 
 
 def test_a_stragglers_ranges_go_to_the_other_holders_of_its_blocks():
@@ -184,15 +205,16 @@ def test_a_stragglers_ranges_go_to_the_other_holders_of_its_blocks():
     part = range_code(code, HEIGHT, 2 * grid_step(code))
     Y, coded = blocks_of(code, np.random.default_rng(4))
     vals = piece_values(part, coded)
-    state = MasterState(part)
-    decoded, assigned = run_round(state, part, vals, silent=(2,))
+    d, opened = on(part)
+    rnd = d.session.round
+    decoded, result, assigned = run_round(d, opened, vals, silent=(2,))
     pieces = part.params["pieces"]
     handed = {t for w, tasks in assigned if w != 2 for t in tasks}
-    assert set(part.schedule[2]) <= handed & state.current.decoder.used
-    assert RELEASED not in state.current.owner.values()  # no block stood in for another
+    assert set(part.schedule[2]) <= handed & decoded.used
+    assert RELEASED not in rnd.owner.values()  # no block stood in for another
     for w, tasks in assigned:
         assert all(pieces[t].key in code.schedule[w] for t in tasks)
-    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+    assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("quiet", [(1,), (1, 4)])
@@ -205,26 +227,26 @@ def test_a_repetition_codes_quiet_workers_shares_go_to_holders_of_the_same_block
     part = range_code(code, HEIGHT, grid_step(code))
     Y, coded = blocks_of(code, np.random.default_rng(5))
     vals = piece_values(part, coded)
-
-    def after_silence():
-        state = MasterState(part, rounds=10)
-        state.heard = {w: 0 if w in quiet else 10 for w in range(6)}
-        state.last_sent = dict.fromkeys(range(6), 10)
-        return state
-
-    state = after_silence()
-    lists = state.start_iteration(0, 0, 0.0)
-    assert state.quiet == frozenset(quiet)
+    d = after_silence(part, quiet)
+    out = d.open()
+    assert left_out(d, out) == set(quiet) and of(out, ev.Iterate) == out
     pieces = part.params["pieces"]
-    for a in lists:
-        assert all(pieces[t].key in code.schedule[a.worker] for t in a.tasks)
-    owners = state.current.owner
+    for w, tasks in lists(out).items():
+        assert all(pieces[t].key in code.schedule[w] for t in tasks)
+    owners = d.session.round.owner
     assert all(owners[t] not in quiet and owners[t] >= 0 for t in range(part.n_tasks)), {
         t: w for t, w in owners.items() if w in quiet or w < 0}  # every piece someone's
-    decoded, assigned = run_round(after_silence(), part, vals, silent=quiet)
+    d = after_silence(part, quiet, Decodes(part))
+    _, result, assigned = run_round(d, d.open(), vals, silent=quiet)
     for w, tasks in assigned:
         assert all(pieces[t].key in code.schedule[w] for t in tasks)
-    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+    assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+
+
+def lost(rank, left):
+    """What the loss of ``rank`` says when ``left`` workers remain and the round goes on."""
+    return [ev.Forget(rank), ev.Log("warning", f"worker rank(s) [{rank}] failed; {left} workers left"),
+            ev.Record({"record": "failure", "ranks": [rank], "workers_left": left})]
 
 
 def test_a_dead_workers_ranges_are_stood_in_for_and_too_many_deaths_re_code():
@@ -232,12 +254,27 @@ def test_a_dead_workers_ranges_are_stood_in_for_and_too_many_deaths_re_code():
     part = range_code(code, HEIGHT, 6)
     Y, coded = blocks_of(code, np.random.default_rng(2))
     vals = piece_values(part, coded)
-    decoded, _ = run_round(MasterState(part), part, vals, die=(3, 2))
-    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
-    state = MasterState(part)
-    state.start_iteration(0, 0, 0.0)
-    assert state.on_worker_failed(0) == [Forget(0)]  # the other five blocks decode every range
-    assert state.on_worker_failed(1) == [Forget(1), Recode(frozenset({0, 1}))]
+    _, result, _ = run_round(*on(part), vals, die=(3, 2))
+    assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+    # the session re-builds its code from the code's family (the Driver's code is the pieces)
+    # and cuts the job's blocks again: ranges of HEIGHT // 6 rows
+    d = Driver(dataclasses.replace(part, name=code.name, built_with=dict(code.built_with)),
+               work=Shape(part, rows=[HEIGHT] * code.n_partitions, height=HEIGHT,
+                          data_coded=True), chunk_rows=HEIGHT // 6)
+    d.open()
+    assert d.lose(0) == lost(1, 5)  # the other five blocks decode every range
+    out = d.lose(1)
+    s = d.session
+    assert (s.epoch, s.code.name, s.code.n_workers, s.recodes) == (1, "mds", 4, 1)
+    assert out == [
+        *lost(2, 4), *(ev.Purge(rank, 0, 0, 0) for rank in (3, 4, 5, 6)),
+        ev.Log("info", "workers died: re-coded for 4 workers: mds stragglers=1, tolerance 0 "
+                       "(epoch 1)"),
+        ev.Record({"record": "recode", "reason": "workers died", "epoch": 1, "workers": 4,
+                   "code": "mds"}),
+        ev.Place(1, tuple(ev.Target(w + 3, w + 3, w, s.code.schedule[w]) for w in range(4)),
+                 s.code, s.pieces, s.work, HEIGHT // 6),
+        ev.Iterate(0, 0, 1, tuple((w + 3, s.pieces.schedule[w]) for w in range(4)), s.stream.theta)]
 
 
 def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed():
@@ -249,18 +286,19 @@ def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed(
     part = range_code(code, HEIGHT, 6)
     Y, coded = blocks_of(code, np.random.default_rng(3))
     vals = piece_values(part, coded)
-    state = MasterState(part)
+    d, opened = on(part)
+    pw = d.session.piecework
     covers = []
-    cover = state._cover
+    cover = pw._cover
 
-    def spy():
-        covers.append(cover())
+    def spy(rnd, live):
+        covers.append(cover(rnd, live))
         return covers[-1]
 
-    state._cover = spy
-    decoded, _ = run_round(state, part, vals, silent=(0,))
+    pw._cover = spy
+    _, result, _ = run_round(d, opened, vals, silent=(0,))
     assert any(covers), "the stand-ins alone decoded: this case no longer tests the cover"
-    assert np.allclose(decoded.result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
+    assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
 
 
 def test_a_silent_worker_goes_quiet_only_where_the_others_blocks_decode():
@@ -270,11 +308,8 @@ def test_a_silent_worker_goes_quiet_only_where_the_others_blocks_decode():
                                 ("uncoded", {"target": "each"}, set())):
         code = make_code(name, 6, **params)
         part = range_code(code, HEIGHT, 6)
-        state = MasterState(part, rounds=10)
-        state.heard = {w: 0 if w == 2 else 10 for w in range(6)}
-        state.last_sent = dict.fromkeys(range(6), 10)
-        state.start_iteration(0, 0, 0.0)
-        assert state.quiet == quiet, name
+        d = after_silence(part, (2,))
+        assert left_out(d, d.open()) == quiet, name
 
 
 def test_the_simulator_runs_a_range_code_near_the_no_straggler_time():

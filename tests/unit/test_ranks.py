@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpicoded.runtime.ranks import WorkerRanks
+from mpicoded.core.ranks import WorkerRanks
 
 
 def test_at_the_start_index_rank_and_world_rank_line_up():

@@ -8,8 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from mpicoded.runtime.protocol import DROPPED, PURGED, SENT
-from mpicoded.runtime.trace import OUTCOMES, TaskTrace
+from mpicoded.core.trace import DROPPED, OUTCOMES, PURGED, SENT, TaskTrace
 
 
 def entry(iteration, task, start, end, outcome=SENT, chunks=2, job=0, epoch=0):

@@ -1,6 +1,6 @@
 """The dispatch anchor: mpi4py.futures.MPIPoolExecutor running no-op tasks on the same ranks.
 
-``mpirun -n 21 python -m mpi4py.futures -m mpicoded.runtime.futures_baseline --tasks 12000``:
+``mpirun -n 21 python -m mpi4py.futures -m mpicoded.bench.futures_baseline --tasks 12000``:
 rank 0 maps a no-op over the other ranks (after a warm-up) and prints one JSON line with the
 tasks per second it sustained. What a user would reach for to farm out tasks with mpi4py.
 """
@@ -20,7 +20,7 @@ def noop(task: int) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m mpi4py.futures -m mpicoded.runtime.futures_baseline")
+    p = argparse.ArgumentParser(prog="python -m mpi4py.futures -m mpicoded.bench.futures_baseline")
     p.add_argument("--tasks", type=int, default=12000)
     p.add_argument("--warmup", type=int, default=200)
     args = p.parse_args()

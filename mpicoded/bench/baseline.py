@@ -2,7 +2,7 @@
 
 Broadcast θ, every worker computes its partition's logistic gradient, gather on rank 0, step.
 No coding, no purging, no delays: what a public research script does. Prints one JSON line.
-``mpirun -n 21 python -m mpicoded.runtime.baseline --samples 20000 --features 50 --iterations 200``
+``mpirun -n 21 python -m mpicoded.bench.baseline --samples 20000 --features 50 --iterations 200``
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..jobs.logreg import REG, default_lr
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m mpicoded.runtime.baseline")
+    p = argparse.ArgumentParser(prog="python -m mpicoded.bench.baseline")
     p.add_argument("--samples", type=int, default=20000)
     p.add_argument("--features", type=int, default=50)
     p.add_argument("--iterations", type=int, default=200)

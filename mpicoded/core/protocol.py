@@ -18,6 +18,8 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from .trace import TraceEntry
+
 HEADER = 6
 
 
@@ -40,24 +42,6 @@ class Tag(IntEnum):
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
-
-SENT, PURGED, DROPPED = 0.0, 1.0, 2.0  # a trace entry's outcome as the worker knows it
-
-
-class TraceEntry(NamedTuple):
-    """A task's trace entry as a worker records and sends it (clock: its time.perf_counter):
-    the task of (job, iteration, epoch), when it ran, the row chunks it did and how it ended
-    as the worker knows (SENT, PURGED or DROPPED); the master's TaskTrace reads them back."""
-
-    job: int
-    iteration: int
-    epoch: int
-    task: int
-    start: float
-    end: float
-    chunks: int
-    outcome: float
-
 
 TRACE_FIELDS = TraceEntry._fields  # an entry's slots on the wire, in this order
 

@@ -16,7 +16,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .protocol import DROPPED, PURGED, SENT
+SENT, PURGED, DROPPED = 0.0, 1.0, 2.0  # a trace entry's outcome as the worker knows it
+
+
+class TraceEntry(NamedTuple):
+    """A task's trace entry as a worker records and sends it (clock: its time.perf_counter):
+    the task of (job, iteration, epoch), when it ran, the row chunks it did and how it ended
+    as the worker knows (SENT, PURGED or DROPPED); the master's TaskTrace reads them back."""
+
+    job: int
+    iteration: int
+    epoch: int
+    task: int
+    start: float
+    end: float
+    chunks: int
+    outcome: float
+
+
 
 OUTCOMES = ("used", "received", "purged", "dropped", "stale")
 FINISHED = ("used", "received", "stale")  # computed to the end and sent
@@ -68,6 +85,11 @@ class TaskTrace:
         low, high = sent - reply, back - reply
         inside = low <= self.default_offset <= high
         self.offsets[worker] = self.default_offset if inside else (low + high) / 2
+
+    def shift(self, delta: float) -> None:
+        """The master's clock now starts ``delta`` seconds later."""
+        self.default_offset -= delta
+        self.offsets = {w: offset - delta for w, offset in self.offsets.items()}
 
     def opened(self, job: int, iteration: int, epoch: int) -> None:
         """The master sent (job, iteration) out: its results are pending until decoded."""

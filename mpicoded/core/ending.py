@@ -1,0 +1,97 @@
+"""The Session's shutdown (pure): STOP to every worker that may still run, their
+acknowledgements, and RELEASE once all are in, so that no worker's exit is taken for a death
+while others still stop. Under --iteration-timeout nobody is waited for longer than that (or
+5 s): a worker hung in the last iteration, which decoded without it, never acknowledges."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .events import (
+    Abort,
+    Finish,
+    Forget,
+    Instruction,
+    Outcome,
+    Release,
+    Stop,
+    StopAcknowledged,
+    WakeAt,
+    WorkerFailed,
+)
+
+if TYPE_CHECKING:
+    from .session import Session
+
+GRACE_S = 5.0  # the least a shutdown under --iteration-timeout waits for acknowledgements
+
+
+class Ending:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.stop_sent = False
+        self.stopping = False  # every job is done: waiting for acknowledgements
+        self.finished = False
+        self.grace: float | None = None
+        self.stopped: set[int] = set()  # ranks that acknowledged STOP
+        self.gone: set[int] = set()  # ranks found dead
+        self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe
+        self.counters: dict[int, tuple[int, int, int, int]] = {}  # by world rank - 1
+
+    def running(self) -> set[int]:
+        """Ranks that may still be running: the code's living workers, and those timed out
+        (lost to the code, but alive maybe), less the dead."""
+        s = self.session
+        return ({s.ranks.rank(w) for w in s.live} | self.timed_out) - self.gone
+
+    def stop(self) -> list[Instruction]:
+        """STOP to every rank that may still run, once (it supersedes the purges held)."""
+        if self.stop_sent:
+            return []
+        self.stop_sent = True
+        self.session.held = []
+        return [Stop(rank) for rank in sorted(self.running())]
+
+    def shutdown(self, now: float) -> list[Instruction]:
+        """Every job is done: wait for the acknowledgements (within a grace under a timeout)."""
+        out = self.stop()
+        self.stopping = True
+        timeout = self.session.settings.iteration_timeout
+        if timeout is not None:
+            self.grace = now + max(GRACE_S, timeout)
+            out.append(WakeAt(self.grace))
+        return out + self.check()
+
+    def acknowledged(self, event: StopAcknowledged) -> list[Instruction]:
+        self.counters[self.session.ranks.world(event.rank) - 1] = event.counters
+        self.stopped.add(event.rank)
+        return self.check()
+
+    def failed(self, event: WorkerFailed) -> list[Instruction]:
+        """A worker's exception ends the run, unless it is stopping already (then a second
+        failure changes nothing: the others are still drained)."""
+        return [] if self.stop_sent else [Abort(event.rank, event.text)]
+
+    def tick(self, now: float) -> list[Instruction]:
+        if self.grace is None or self.finished or now < self.grace:
+            return []
+        return self.finish(sorted(self.running() - self.stopped))
+
+    def check(self) -> list[Instruction]:
+        """The end, once stopping and every rank that may run has acknowledged."""
+        if not self.stopping or self.finished or self.running() - self.stopped:
+            return []
+        return self.finish([])
+
+    def finish(self, unstopped: list[int]) -> list[Instruction]:
+        """Forget the hung (their sends may never end), release the rest, and finish."""
+        self.finished = True
+        s, stream = self.session, self.session.stream
+        running = self.running()
+        loads = None if s.splitter is None else [int(k) for k in s.splitter.loads]
+        outcome = Outcome(stream.theta, stream.records, stream.losses, dict(s.totals),
+                          self.counters, stream.jobs, s.recodes, stream.thetas, loads,
+                          sorted(self.timed_out), unstopped, s.withheld_tasks)
+        hung = (self.timed_out - self.stopped) | set(unstopped)
+        return [*(Forget(r) for r in sorted(hung)),
+                *(Release(r) for r in sorted(self.stopped & running)), Finish(outcome)]

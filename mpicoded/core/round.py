@@ -1,0 +1,103 @@
+"""One iteration's bookkeeping (pure): who owes which tasks, what arrived and when, the decoder,
+and the iteration's record once it decodes. Workers are code indices; the Session opens a Round
+for every iteration it sends out and asks it what the results add up to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..codes import Code, Decoder
+from .result import IterationRecord
+
+
+@dataclass
+class Round:
+    job: int
+    iteration: int
+    epoch: int
+    started: float
+    decoder: Decoder
+    outstanding: dict[int, set[int]]  # worker -> tasks it owes
+    arrivals: dict[int, list[float]] = field(default_factory=dict)  # worker -> result times
+    decoded_at: float | None = None
+    received: int = 0
+    messages: int = 0
+    done: bool = False
+    # partial work: each worker's current list, how far it has reported, who owns a piece (its
+    # primary holder, or the worker it was handed to)
+    lists: dict[int, list[int]] = field(default_factory=dict)
+    reported: dict[int, int] = field(default_factory=dict)
+    owner: dict[int, int] = field(default_factory=dict)
+    told: set[int] = field(default_factory=set)  # told a shortened list, silent since
+    sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.job, self.iteration, self.epoch
+
+    def take(self, worker: int, tasks: list[int], values: object, now: float) -> bool:
+        """Results of ``tasks`` from ``worker`` (``values``: a row each, or None); True once
+        they complete the decode."""
+        self.messages += 1
+        self.received += len(tasks)
+        self.arrivals.setdefault(worker, []).extend([now - self.started] * len(tasks))
+        self.outstanding.get(worker, set()).difference_update(tasks)
+        add = self.decoder.add
+        for i, task in enumerate(tasks):
+            if add(task, None if values is None else values[i]):  # type: ignore[index]
+                return True
+        return False
+
+    def exhausted(self, worker: int) -> bool:
+        """Whether nothing is owed any more, ``worker``'s last result included."""
+        return not self.outstanding.get(worker) and not any(self.outstanding.values())
+
+    def decodable(self, code: Code, tolerance: int, live: set[int]) -> bool:
+        """Could the results in so far plus everything the living still owe decode?"""
+        probe = code.decoder(tolerance)
+        for task in self.decoder.tasks:
+            probe.add(task)
+        for w in live:
+            for task in self.outstanding.get(w, ()):
+                if probe.add(task):
+                    return True
+        return probe.ready
+
+    def deadline(self, worker: int, timeout: float) -> float:
+        """When ``worker`` will have sent nothing for ``timeout``: since the round began, or
+        since its last result."""
+        return self.started + max(self.arrivals.get(worker, [0.0])) + timeout
+
+    def silent(self, now: float, timeout: float, owing: set[int]) -> list[int]:
+        """Of ``owing``, those that have sent nothing for ``timeout``."""
+        return sorted(w for w in owing if now >= self.deadline(w, timeout))
+
+    def close(self, now: float, code: Code, purge: bool,
+              stale: int) -> tuple[IterationRecord, list[int]]:
+        """The round decoded at ``now``: its record (``stale`` results came since the last) and
+        the workers to purge (those with tasks left, when purging)."""
+        self.done = True
+        self.decoded_at = now - self.started
+        owing = [w for w in sorted(self.outstanding) if self.outstanding[w]] if purge else []
+        dec = self.decoder
+        record = IterationRecord(
+            job=self.job, iteration=self.iteration, wall_s=now - self.started,
+            results_used=dec.results_used, results_received=self.received,
+            stale_results=stale, purged_tasks=sum(len(self.outstanding[w]) for w in owing),
+            messages=self.messages, volume=self.received * code.result_fraction,
+            missing_partitions=len(dec.missing_partitions), started_s=self.started,
+            epoch=self.epoch)
+        return record, owing
+
+    def describe(self, pieced: bool, n_tasks: int) -> str:
+        """What the round waits for, in one line."""
+        head = f"job {self.job} iteration {self.iteration} " + ("done" if self.done else "open")
+        if pieced:  # hundreds of pieces: those still needed, by the worker they wait on
+            needed: dict[int, list[int]] = {}
+            for t in range(n_tasks):
+                if self.decoder.needs(t):
+                    needed.setdefault(self.owner.get(t, -1), []).append(t)
+            return (f"{head}: {len(self.decoder.tasks)} pieces in, still needed by owner "
+                    f"{needed} (-1: nobody's)")
+        owed = {w: sorted(t) for w, t in self.outstanding.items() if t}
+        return f"{head}: tasks decoded from {sorted(self.decoder.tasks)}, owed by {owed}"

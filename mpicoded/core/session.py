@@ -1,0 +1,443 @@
+"""The Session: every decision of a run, and nothing else (pure: no MPI, no clock, no I/O).
+
+``Session.handle(event)`` is the one entry point, as Dask's ``handle_stimulus``: it takes an
+event (``events.py``) and returns the instructions that follow from it, which an executor (the
+MPI master, or the simulator) carries out in order. The Session owns the iteration lifecycle,
+decoding, purges and their hold-back, partial work (``pieces.py``), deaths and re-coding,
+timeouts, the job stream, theta, the loss's pipelining, checkpoints and the shutdown. A run fed
+the same events gives the same instructions, which is what ``mpicoded.replay`` checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..balance import Splitter
+from ..codes import Code, rebuild, rescaled_tolerance
+from .ending import Ending
+from .events import (
+    Abort,
+    Assign,
+    Begin,
+    Decoded,
+    Event,
+    Forget,
+    Instruction,
+    Iterate,
+    JobArrived,
+    Log,
+    LossComputed,
+    Place,
+    ProgressReported,
+    Purge,
+    Record,
+    ResultArrived,
+    Settle,
+    Started,
+    StopAcknowledged,
+    Target,
+    Tick,
+    TraceArrived,
+    WakeAt,
+    Withheld,
+    WorkerFailed,
+    WorkerLost,
+)
+from .pieces import Give, PieceTable, PieceWork
+from .ranks import WorkerRanks
+from .round import Round
+from .stream import Stream
+
+
+class Workload(Protocol):
+    """What the Session needs of a job (``jobs.Coded``; a ``Shape`` where there is no data):
+    theta's start and step, its tasks' work, and the job under another code or cut in pieces."""
+
+    free_loss: bool
+    decoded_loss: float | None
+
+    def recoded(self, code: Code) -> Workload: ...
+
+    def pieces(self, chunk_rows: int, fit: bool = False) -> Code: ...
+
+    def default_chunk_rows(self) -> int: ...
+
+    def task_cost(self) -> np.ndarray: ...
+
+    def theta0(self) -> np.ndarray: ...
+
+    def update(self, theta: np.ndarray, decoded: np.ndarray,
+               missing: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass
+class Settings:
+    """What a session is told at the start: its code and job, and the run's options."""
+
+    code: Code
+    work: Workload
+    pieces: Code | None = None  # partial work: ``code`` cut into pieces
+    chunk_rows: int = 0
+    fit_chunks: bool = False  # the chunks are the job's default: cut again after a re-code
+    tolerance: int = 0
+    purge: bool = True  # False: never purge (public peers' behaviour, kept for comparison)
+    iterations: int = 1
+    jobs: int = 1
+    resume: tuple[int, int, np.ndarray] | None = None  # (job, iteration, theta)
+    loss_every: int = 1
+    checkpoint_every: int = 0
+    iteration_timeout: float | None = None
+    splitter: Splitter | None = None
+    trace: bool = False
+    adopt: tuple[dict[int, int], int, bool] | None = None  # after a failover: see ``_begin``
+
+
+def task_share(work: Workload, code: Code) -> float:
+    """The share of the data a mean task of ``code`` computes over (its work, relatively)."""
+    return float(work.task_cost().mean()) / code.n_partitions
+
+
+class Session:
+    """A run's brain: events in, instructions out (see the module's docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        s = self.settings = settings
+        self.code, self.work, self.splitter = s.code, s.work, s.splitter
+        self.tolerance, self.chunk_rows = s.tolerance, s.chunk_rows
+        self.ranks = WorkerRanks.first(s.code.n_workers)
+        self.epoch = 0
+        self.live = set(range(s.code.n_workers))
+        self._cut(s.pieces)
+        self.round: Round | None = None
+        self.held: list[Purge] = []  # the last decode's purges, not sent yet
+        self.stale_results = 0  # since the last record (they go into the next one)
+        self.totals: dict[str, float] = dict.fromkeys(
+            ("results_received", "stale_results", "purged_tasks", "messages", "iterations",
+             "failed_workers"), 0)
+        self.recodes = self.withheld_tasks = 0
+        self.stream = Stream(self, s)
+        self.ending = Ending(self)
+        self._handlers: dict[type, Callable[[Any], list[Instruction]]] = {
+            Begin: self._begin, Started: self.stream.started, JobArrived: self.stream.arrived,
+            ResultArrived: self._result, ProgressReported: self._progress,
+            TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self._lost,
+            WorkerFailed: self.ending.failed, Tick: self._tick,
+            StopAcknowledged: self.ending.acknowledged, LossComputed: self.stream.loss,
+        }
+
+    def handle(self, event: Event) -> list[Instruction]:
+        """What to do about ``event``: the one entry for everything that happens to a run."""
+        try:
+            handler = self._handlers[type(event)]
+        except KeyError:
+            raise TypeError(f"{event!r} is not an event of a Session") from None
+        return handler(event)
+
+    # ---- the code and its placement ----------------------------------------------------------
+
+    def _cut(self, pieces: Code | None) -> None:
+        self.pieces = pieces
+        self.table = None if pieces is None else PieceTable.of(pieces)
+        self.piecework = None if self.table is None or pieces is None else PieceWork(
+            pieces, self.table)
+
+    @property
+    def decoding(self) -> Code:
+        """The code the decoder runs: the pieces under partial work, else the code."""
+        return self.pieces if self.pieces is not None else self.code
+
+    def placement(self) -> Sequence[Sequence[int]]:
+        """Which tasks' data each worker holds: its schedule, or every task for an adaptive
+        split (which moves tasks between workers every iteration)."""
+        if self.splitter is None:
+            return self.code.schedule
+        if self.splitter.kind == "adaptive":
+            return [range(self.code.n_tasks)] * self.code.n_workers
+        return self.splitter.schedule()
+
+    def place(self, placement: Sequence[Sequence[int]] | None = None) -> Place:
+        """Set-ups for every living worker, of the tasks ``placement`` (default: ``placement()``)
+        gives it."""
+        chosen = self.placement() if placement is None else placement
+        ranks = self.ranks
+        targets = tuple(Target(ranks.rank(w), ranks.world(ranks.rank(w)), w,
+                               tuple(int(t) for t in chosen[w])) for w in sorted(self.live))
+        adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
+        return Place(self.epoch, targets, self.code, self.pieces, self.work, self.chunk_rows,
+                     report_progress=adaptive)
+
+    def _begin(self, event: Begin) -> list[Instruction]:
+        """Place the data. After a failover (``adopt``: the survivors' ranks by world rank, the
+        epoch of their set-ups, whether that was a re-code's) the workers hold theirs already:
+        the dead are lost, and only a re-code or a load split moved by the deaths places again."""
+        adopt = self.settings.adopt
+        out: list[Instruction] = []
+        if adopt is None:
+            out.append(self.place())
+        else:
+            survivors, self.epoch, recode = adopt
+            self.ranks = WorkerRanks.adopted(self.code.n_workers, survivors)
+            for w, rank in enumerate(self.ranks):
+                if rank < 0:
+                    self.live.discard(w)
+                    self.totals["failed_workers"] += 1
+                    if self.splitter is not None:
+                        self.splitter.exclude(w)
+            if recode:
+                out += self.recode("taken over from a re-coded run")
+            elif self.splitter is not None and self.splitter.kind != "adaptive":
+                out.append(self.place(self.splitter.schedule()))
+        return [*out, Settle(sync_clocks=self.settings.trace)]
+
+    # ---- rounds ------------------------------------------------------------------------------
+
+    def open(self, job: int, iteration: int, now: float, theta: np.ndarray) -> list[Instruction]:
+        """Send (job, iteration) out on the split's schedule (or the code's), re-coding first if
+        the living cannot decode it. The last decode's purges go first, to the workers that get
+        no ITERATE now: for the others the ITERATE supersedes them."""
+        held = self.release_purges()
+        code = self.decoding
+        schedule = self.splitter.schedule() if self.splitter is not None else code.schedule
+        piecework = self.piecework
+        quiet = piecework.quiet(self.live) if piecework is not None else frozenset()
+        outstanding = {w: set(schedule[w]) for w in self.live
+                       if schedule[w] and w not in quiet}
+        rnd = Round(job, iteration, self.epoch, now, code.decoder(self.tolerance), outstanding)
+        self.round = rnd
+        lists = {w: tuple(schedule[w]) for w in outstanding}
+        if piecework is not None:
+            piecework.open(rnd, schedule, quiet, self.live)
+            lists = {w: tuple(tasks) for w, tasks in rnd.lists.items()}
+        if len(self.live) < code.n_workers and not self._decodable():
+            self.round = None  # nothing of it was sent
+            return [*held, *self.recode("workers died", now, (job, iteration, theta))]
+        rank = self.ranks.rank
+        out: list[Instruction] = [p for p in held if self.ranks.index(p.rank) not in outstanding]
+        out.append(Iterate(job, iteration, self.epoch,
+                           tuple((rank(w), lists[w]) for w in sorted(outstanding)), theta))
+        if self.settings.iteration_timeout is not None:
+            out.append(WakeAt(now + self.settings.iteration_timeout))
+        return out
+
+    def _decodable(self) -> bool:
+        rnd = self.round
+        assert rnd is not None
+        if self.piecework is not None:
+            return self.piecework.could_finish(rnd, self.live)
+        return rnd.decodable(self.decoding, self.tolerance, self.live)
+
+    def release_purges(self) -> list[Purge]:
+        """The last decode's purges, for the living, now."""
+        live = {self.ranks.rank(w) for w in self.live}
+        held, self.held = [p for p in self.held if p.rank in live], []
+        return held
+
+    def _stale(self, count: int) -> list[Instruction]:
+        self.stale_results += count
+        self.totals["stale_results"] += count
+        return []
+
+    def _result(self, event: ResultArrived) -> list[Instruction]:
+        """A RESULT: decode if it completes the target (then purge the rest and go on). Results
+        of another iteration, of an abandoned epoch or from a worker lost are stale."""
+        worker = self.ranks.index(event.rank)
+        if worker is None:  # a worker the current code no longer has
+            return self._stale(len(event.tasks))
+        rnd = self.round
+        stale = (rnd is None or rnd.done or (event.job, event.iteration, event.epoch) != rnd.key
+                 or worker not in self.live)
+        if self.piecework is not None:
+            self.piecework.heard_from(worker, not stale)
+        if stale:
+            return self._stale(len(event.tasks))
+        assert rnd is not None
+        self.totals["messages"] += 1
+        self.totals["results_received"] += len(event.tasks)
+        if rnd.take(worker, event.tasks, event.values, event.now):
+            return self._decoded(rnd, event.now)
+        if self.piecework is not None:
+            gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live)
+            if recode:
+                return self.recode("every result is in and the code cannot decode them",
+                                   event.now)
+            return self._gives(gives)
+        if rnd.exhausted(worker):
+            return self.recode("every result is in and the code cannot decode them", event.now)
+        return []
+
+    def _gives(self, gives: list[Give]) -> list[Instruction]:
+        rnd = self.round
+        assert rnd is not None
+        out: list[Instruction] = []
+        for g in gives:
+            rank = self.ranks.rank(g.worker)
+            if g.fresh:
+                out.append(Iterate(rnd.job, rnd.iteration, self.epoch, ((rank, g.tasks),),
+                                   self.stream.theta))
+            else:
+                out.append(Assign(rank, rnd.job, rnd.iteration, self.epoch, g.tasks))
+        return out
+
+    def _decoded(self, rnd: Round, now: float) -> list[Instruction]:
+        """The round decoded: purges held for the workers with work left, theta stepped, the
+        load split told, and the stream goes on."""
+        record, owing = rnd.close(now, self.decoding, self.settings.purge, self.stale_results)
+        self.stale_results = 0
+        self.totals["purged_tasks"] += record.purged_tasks
+        self.totals["iterations"] += 1
+        self.held = [Purge(self.ranks.rank(w), rnd.job, rnd.iteration, rnd.epoch)
+                     for w in owing]
+        dec = rnd.decoder
+        if self.splitter is not None:
+            assert rnd.decoded_at is not None
+            self.splitter.observe(rnd.arrivals, rnd.decoded_at, rnd.key)
+        result = dec.result() if dec.values else None
+        out: list[Instruction] = [Decoded(rnd.job, rnd.iteration, rnd.epoch,
+                                          frozenset(dec.used))]
+        return out + self.stream.decoded(record, result, dec.missing_partitions, now)
+
+    def _progress(self, event: ProgressReported) -> list[Instruction]:
+        worker = self.ranks.index(event.rank)
+        if worker is not None and self.splitter is not None:
+            self.splitter.partial(worker, event.fraction, event.seconds,
+                                  (event.job, event.iteration, event.epoch))
+        return []
+
+    def _withheld(self, event: Withheld) -> list[Instruction]:
+        self.withheld_tasks += len(event.tasks)
+        return []
+
+    # ---- losses: deaths, silence, re-codes ---------------------------------------------------
+
+    def _lost(self, event: WorkerLost) -> list[Instruction]:
+        self.stream.clock = max(self.stream.clock, event.now)
+        self.ending.gone.add(event.rank)
+        return self.lose([event.rank], self.stream.clock)
+
+    def lose(self, ranks: list[int], now: float) -> list[Instruction]:
+        """``ranks`` are lost: each is forgotten and gets no more work, the load is split again
+        among the living, and the open round goes on without them (handed over under partial
+        work) or, if the living can no longer decode it, the code is re-built. A rank already
+        lost, or one that acknowledged STOP (its exit is reported as a failure under ULFM),
+        is no loss."""
+        lost = [w for w in (self.ranks.index(r) for r in ranks)
+                if w is not None and w in self.live and self.ranks.rank(w) not in
+                self.ending.stopped]
+        if not lost:
+            return self.ending.check()
+        for w in lost:
+            self.live.discard(w)
+            self.totals["failed_workers"] += 1
+        shown = [self.ranks.rank(w) for w in lost]
+        out: list[Instruction] = [
+            *(Forget(r) for r in shown),
+            Log("warning", f"worker rank(s) {shown} failed; {len(self.live)} workers left"),
+            Record({"record": "failure", "ranks": shown, "workers_left": len(self.live)})]
+        if self.splitter is not None:
+            for w in lost:
+                self.splitter.exclude(w)
+        rnd = self.round
+        if rnd is not None and not rnd.done:
+            for w in lost:
+                rnd.outstanding.pop(w, None)
+            if not self._decodable():
+                return out + self.recode("workers died", now)
+            if self.piecework is not None:
+                out += self._gives(self.piecework.hand_over(rnd, sorted(self.live), self.live))
+        if self.splitter is not None and self.splitter.kind != "adaptive":
+            out.append(self.place(self.splitter.schedule()))  # only adaptive has all data
+        return out + self.ending.check()
+
+    def _tick(self, event: Tick) -> list[Instruction]:
+        """The clock: workers silent past --iteration-timeout are lost; past the shutdown's
+        grace, the run ends without those that never acknowledged STOP."""
+        self.stream.clock = max(self.stream.clock, event.now)
+        timeout = self.settings.iteration_timeout
+        if self.ending.stopping:
+            return self.ending.tick(event.now)
+        rnd = self.round
+        if timeout is None or rnd is None or rnd.done:
+            return []
+        silent = rnd.silent(event.now, timeout, self.owing(rnd))
+        out: list[Instruction] = []
+        if silent:
+            ranks = [self.ranks.rank(w) for w in silent]
+            self.ending.timed_out.update(ranks)
+            out += [Log("warning", f"worker rank(s) {ranks} sent nothing in {timeout:g} s "
+                                   "(--iteration-timeout)"), *self.lose(ranks, event.now)]
+        rnd = self.round
+        if rnd is not None and not rnd.done:
+            owing = self.owing(rnd)  # none now: maybe after a hand-over, so look again
+            wake = WakeAt(min((rnd.deadline(w, timeout) for w in owing),
+                              default=event.now + timeout))
+            if wake not in out:  # a re-opened round asked for it already
+                out.append(wake)
+        return out
+
+    def owing(self, rnd: Round) -> set[int]:
+        """The living workers the open round waits on: those that owe tasks, or under partial
+        work those that own a piece still needed (one robbed of its pieces owes nothing)."""
+        if self.piecework is None:
+            return {w for w, tasks in rnd.outstanding.items() if tasks} & self.live
+        needs = rnd.decoder.needs
+        return {w for t, w in rnd.owner.items() if needs(t)} & self.live
+
+    def recode(self, reason: str, now: float = 0.0,
+               reopen: tuple[int, int, np.ndarray] | None = None) -> list[Instruction]:
+        """Abandon the open round, re-build the code and the data for the living and open the
+        round again at ``now`` (or ``reopen``'s (job, iteration, theta), not sent yet)."""
+        rnd = self.round
+        out: list[Instruction] = []
+        if rnd is not None and not rnd.done:
+            rnd.done = True
+            out += [Purge(self.ranks.rank(w), rnd.job, rnd.iteration, rnd.epoch)
+                    for w in sorted(self.live) if rnd.outstanding.get(w)]
+            reopen = (rnd.job, rnd.iteration, self.stream.theta)
+        survivors = sorted(self.live)
+        if not survivors:
+            return [*out, Abort(None, "every worker has failed: the job cannot go on")]
+        live = [self.ranks.rank(w) for w in survivors]
+        code = rebuild(self.code, len(live))
+        self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
+        work = self.work.recoded(code)
+        if self.splitter is not None:  # what is known of the living, for tasks of a new size
+            scale = task_share(work, code) / task_share(self.work, self.code)
+            self.splitter = self.splitter.for_survivors(survivors, code.n_tasks, scale)
+        self.code, self.work, self.ranks = code, work, self.ranks.recoded(live)
+        self.epoch += 1
+        self.live = set(range(code.n_workers))
+        if self.settings.fit_chunks:  # the survivors' partitions are new: cut them evenly too
+            self.chunk_rows = work.default_chunk_rows()
+        self._cut(None if self.pieces is None else work.pieces(self.chunk_rows,
+                                                                fit=self.settings.fit_chunks))
+        self.round, self.held = None, []
+        self.recodes += 1
+        shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())
+        out += [Log("info", f"{reason}: re-coded for {len(live)} workers: {code.name} {shown}, "
+                            f"tolerance {self.tolerance} (epoch {self.epoch})"),
+                Record({"record": "recode", "reason": reason, "epoch": self.epoch,
+                        "workers": len(live), "code": code.name}),
+                self.place()]
+        if reopen is not None:
+            out += self.open(*reopen[:2], now, reopen[2])
+        return out
+
+    def is_live(self, rank: int) -> bool:
+        """Whether results from ``rank`` still count (a worker of the code, not lost)."""
+        worker = self.ranks.index(rank)
+        return worker is not None and worker in self.live
+
+    def describe(self) -> str:
+        """One line on what the session waits for (a rank asked where it is: SIGUSR1)."""
+        rnd = self.round
+        head = f"epoch {self.epoch}: "
+        if rnd is None:
+            return head + "no iteration open"
+        dead = sorted(set(range(self.code.n_workers)) - self.live)
+        return (head + rnd.describe(self.piecework is not None, self.decoding.n_tasks)
+                + f"; lost workers {dead}")
+

@@ -1,0 +1,356 @@
+"""A model of the cluster for checking the Session (pure: no MPI), in the manner of a model
+checker: the real Session, and workers that run the real worker logic (``Inbox``, ``PieceList``)
+on the real wire format, with message latency (in order on each channel), speeds that vary
+(fixed, moving and several stragglers), workers that die or freeze at any moment, and
+``--iteration-timeout``. ``sim/checks.py`` plays it over many seeded interleavings.
+
+A run must end with every STOP acknowledged (or a frozen worker given up on), every iteration
+decoded, and theta equal to serial gradient descent: each partition j's value is A_j theta + b_j
+(the sum over its rows), so a result of a stale theta, a row counted twice or missed shows. A
+heap that runs dry before the end is a hang: some piece still needed waits on a worker that
+will never compute it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..codes import Code
+from ..core import events as ev
+from ..core.holdback import SUPERSEDED, Held, HoldBack
+from ..core.inbox import Inbox
+from ..core.piecelist import PieceList
+from ..core.protocol import (
+    Message,
+    Tag,
+    assign_fields,
+    iterate_fields,
+    pack_assign,
+    pack_control,
+    pack_iterate,
+    unpack,
+)
+from ..core.session import Session, Settings
+from ..core.shape import Shape
+
+Speeds = Callable[[int, float], float]  # (rank, time) -> pieces of a mean size a time unit
+LR = 0.5
+
+
+class Linear(Shape):
+    """Rows r with value a_r theta + b_r; a partition's value sums its rows'. Theta steps down
+    the decoded sum."""
+
+    def __init__(self, code: Code, a: np.ndarray, b: np.ndarray, rows: list[int]) -> None:
+        super().__init__(code, rows=rows, width=2)
+        self.a, self.b = a, b
+        self.cum_a = np.concatenate([[0.0], np.cumsum(a)])
+        self.cum_b = np.vstack([np.zeros(b.shape[1]), np.cumsum(b, axis=0)])
+
+    def recoded(self, code: Code) -> Linear:
+        k = code.n_partitions
+        rows = [len(r) for r in np.array_split(np.arange(len(self.a)), k)]
+        return Linear(code, self.a, self.b, rows)
+
+    def rows_value(self, start: int, stop: int, theta: np.ndarray) -> np.ndarray:
+        """The value of global rows [start, stop) at ``theta``."""
+        return np.asarray((self.cum_a[stop] - self.cum_a[start]) * theta
+                          + self.cum_b[stop] - self.cum_b[start])
+
+    def theta0(self) -> np.ndarray:
+        return np.ones(self.b.shape[1])
+
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+        return theta - LR * decoded
+
+    def serial(self, iterations: int) -> np.ndarray:
+        theta = self.theta0()
+        for _ in range(iterations):
+            theta = self.update(theta, self.rows_value(0, len(self.a), theta), np.array([]))
+        return theta
+
+
+@dataclass
+class ModelWorker:
+    rank: int
+    setup: tuple[int, Code, Code | None, Linear] | None = None  # epoch, code, pieces, work
+    arrived: deque[Message] = field(default_factory=deque)
+    dead: bool = False
+    frozen: bool = False
+    busy: bool = False
+    acked: bool = False
+    msg: Message | None = None  # the iteration under way
+    tasks: deque[int] = field(default_factory=deque)  # whole tasks: its list left
+    values: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+class Model:
+    """The Session and the workers of ``code`` (partial work if ``pieces``) on one heap."""
+
+    def __init__(self, code: Code, seed: int, speeds: Speeds, pieces: bool = True,
+                 iterations: int = 8, latency: float = 0.3, rows: int = 48, chunk: int = 3,
+                 deaths: tuple[tuple[float, int], ...] = (), freezes: tuple[tuple[float, int], ...]
+                 = (), timeout: float | None = None, flush: float = 0.0,
+                 hold_back: bool = False) -> None:
+        self.rng = np.random.default_rng(seed)
+        k = code.n_partitions
+        n_rows = rows * k
+        a = self.rng.uniform(0, 1, n_rows) / n_rows
+        b = self.rng.standard_normal((n_rows, 2)) / n_rows
+        self.work = Linear(code, a, b, [len(r) for r in np.array_split(np.arange(n_rows), k)])
+        cut = self.work.pieces(chunk) if pieces else None
+        self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
+                                        loss_every=0, iteration_timeout=timeout))
+        self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
+            flush
+        self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
+        self.inboxes = {r: self.inbox(w) for r, w in self.workers.items()}
+        self.lists = {r: PieceList(r, flush) for r in self.workers}
+        self.heap: list[tuple[float, int, str, Any]] = []
+        self.order = itertools.count()
+        self.channel: dict[tuple[str, int], float] = {}
+        self.now = 0.0
+        self.events = 0
+        self.outcome: ev.Outcome | None = None
+        self.wake_at: float | None = None
+        # a theta past MPI's eager limit: an ITERATE is on the wire until the worker reads it,
+        # and the master's hold-back (the runtime's own policy) keeps what follows it
+        self.holdback = HoldBack() if hold_back else None
+        self.on_wire: set[int] = set()
+        self.queue: deque[ev.Event] = deque()
+        for at, rank in deaths:
+            self.push(at, "die", rank)
+        for at, rank in freezes:
+            self.push(at, "freeze", rank)
+
+    def inbox(self, worker: ModelWorker) -> Inbox:
+        def setup(payload: object) -> None:
+            worker.setup = payload  # type: ignore[assignment]
+
+        def poll() -> Message | None:
+            if not worker.arrived:
+                return None
+            msg = worker.arrived.popleft()
+            if msg.tag == Tag.ITERATE and self.holdback is not None:
+                self.taken_in(worker.rank)
+            return msg
+
+        return Inbox(poll, setup, rank=worker.rank,
+                     epoch=lambda: -1 if worker.setup is None else worker.setup[0])
+
+    def push(self, at: float, kind: str, what: Any) -> None:
+        heapq.heappush(self.heap, (at, next(self.order), kind, what))
+
+    def send(self, direction: str, rank: int, what: object) -> None:
+        """After a random latency, never before the last message on its channel; a slow
+        worker reads what it is sent as slowly as it computes (a rank on a CPU quota)."""
+        latency = self.latency
+        if direction == "to":
+            latency /= self.speeds(rank, self.now)
+        at = max(self.now + self.rng.exponential(latency), self.channel.get((direction, rank),
+                                                                            0.0))
+        self.channel[direction, rank] = at
+        self.push(at, direction, (rank, what))
+
+    # ---- the master ------------------------------------------------------------------------
+
+    def feed(self, event: ev.Event) -> None:
+        queue = self.queue
+        queue.append(event)
+        if len(queue) > 1:  # fed while another is handled: it comes in turn
+            return
+        while queue:
+            self.events += 1
+            for i in self.session.handle(queue[0]):
+                self.perform(i, queue)
+            queue.popleft()
+
+    def to_worker(self, rank: int, msg: Message) -> None:
+        """A send to ``rank``, through the hold-back when theta is large."""
+        box = self.holdback
+        if box is None:
+            self.send("to", rank, msg)
+            return
+        key = None if msg.tag not in SUPERSEDED else (msg.job, msg.iteration, msg.epoch)
+        held = Held(msg.tag, key, msg)
+        offer = box.offer(rank, held, msg.tag == Tag.ITERATE and rank in self.on_wire)
+        lists: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        for h in offer.stale:  # dropped unsent: the master is told, as the Outbox tells it
+            m = h.payload
+            if h.tag == Tag.ITERATE and h.key is not None:
+                lists[h.key] = iterate_fields(m, rank)[0]
+            elif h.tag == Tag.ASSIGN and h.key in lists and h.key is not None:
+                lists[h.key] = assign_fields(m)
+        for k, tasks in lists.items():
+            self.feed(ev.Withheld(rank, *k, tasks, self.now))
+        if offer.purge is not None:
+            self.post(rank, Held(Tag.PURGE, offer.purge, unpack(Tag.PURGE, pack_control(
+                offer.purge[0], offer.purge[1], epoch=offer.purge[2]))))
+        if offer.now:
+            self.post(rank, held)
+
+    def post(self, rank: int, held: Held) -> None:
+        assert self.holdback is not None
+        self.holdback.posted(rank, held)
+        if held.tag == Tag.ITERATE:
+            self.on_wire.add(rank)
+        self.send("to", rank, held.payload)
+
+    def taken_in(self, rank: int) -> None:
+        """``rank`` read its ITERATE on the wire: what waited behind it goes."""
+        assert self.holdback is not None
+        self.on_wire.discard(rank)
+        for held in self.holdback.release(rank):
+            self.post(rank, held)
+
+    def perform(self, i: ev.Instruction, queue: deque[ev.Event]) -> None:
+        if isinstance(i, ev.Place):
+            for t in i.targets:
+                setup: Any = (i.epoch, i.code, i.pieces, i.work)  # a SETUP carries an object
+                self.to_worker(t.rank, Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, setup))
+        elif isinstance(i, ev.Iterate):
+            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
+            for rank, _ in i.lists:
+                self.to_worker(rank, unpack(Tag.ITERATE, buf))
+        elif isinstance(i, ev.Assign):
+            self.to_worker(i.rank, unpack(Tag.ASSIGN, pack_assign(i.job, i.iteration, i.tasks,
+                                                                  i.epoch)))
+        elif isinstance(i, ev.Purge):
+            self.to_worker(i.rank, unpack(Tag.PURGE, pack_control(i.job, i.iteration,
+                                                                  epoch=i.epoch)))
+        elif isinstance(i, ev.Stop):
+            self.to_worker(i.rank, unpack(Tag.STOP, pack_control()))
+        elif isinstance(i, ev.Forget) and self.holdback is not None:
+            self.holdback.forget(i.rank)
+        elif isinstance(i, ev.Settle):
+            queue.append(ev.Started(self.now))
+        elif isinstance(i, ev.ComputeLoss):
+            queue.append(ev.LossComputed(i.job, i.iteration, None, self.now))
+        elif isinstance(i, ev.WakeAt):  # the latest replaces the others
+            self.wake_at = i.at
+            self.push(i.at, "tick", i.at)
+        elif isinstance(i, ev.Abort):
+            raise AssertionError(f"the run aborted: {i.text}")
+        elif isinstance(i, ev.Finish):
+            self.outcome = i.outcome
+
+    # ---- the workers -----------------------------------------------------------------------
+
+    def wake(self, w: ModelWorker) -> None:
+        """Idle, or a piece done: what the worker does next, as the real loop does."""
+        inbox = self.inboxes[w.rank]
+        while not (w.busy or w.dead or w.frozen):
+            if w.msg is None:
+                if not (inbox.pending or w.arrived):
+                    return
+                w.msg = inbox.next_iteration()
+                if w.msg is None:
+                    if inbox.finished and not w.acked:
+                        w.acked = True
+                        self.send("from", w.rank, ev.StopAcknowledged(w.rank))
+                    return
+                self.begin(w, inbox)
+                continue
+            task = self.next_task(w, inbox)
+            if task is None:
+                inbox.close_current()
+                w.msg = None
+                continue
+            assert w.setup is not None
+            speed = self.speeds(w.rank, self.now)
+            self.push(self.now + self.rng.exponential(1.0 / speed), "done", (w.rank, task))
+            w.busy = True
+
+    def begin(self, w: ModelWorker, inbox: Inbox) -> None:
+        assert w.msg is not None and w.setup is not None
+        if w.setup[2] is not None:
+            self.lists[w.rank].begin(inbox, w.msg, self.now)
+        else:
+            w.tasks = deque(iterate_fields(w.msg, w.rank)[0])
+
+    def next_task(self, w: ModelWorker, inbox: Inbox) -> int | None:
+        assert w.msg is not None and w.setup is not None
+        if w.setup[2] is None:  # whole tasks, each sent when done
+            if not w.tasks or inbox.dropped():
+                return None
+            return w.tasks.popleft()
+        plist = self.lists[w.rank]
+        done, task = plist.next(inbox, inbox.dropped)
+        self.result(w, done)
+        if task is None and plist.queue:
+            plist.drop()
+        return task
+
+    def value(self, w: ModelWorker, task: int) -> np.ndarray:
+        assert w.msg is not None and w.setup is not None
+        _, code, pieces, work = w.setup
+        theta = iterate_fields(w.msg, w.rank)[1]
+        offsets = np.concatenate([[0], np.cumsum(work.rows)])
+        if pieces is not None:
+            p = pieces.params["pieces"][task]
+            return work.rows_value(offsets[p.key] + p.start, offsets[p.key] + p.stop, theta)
+        return np.asarray(sum(code.B[task, j] * work.rows_value(offsets[j], offsets[j + 1], theta)
+                              for j in np.flatnonzero(code.B[task])))
+
+    def done(self, rank: int, task: int) -> None:
+        w = self.workers[rank]
+        w.busy = False
+        if w.dead or w.frozen or w.msg is None:
+            return
+        w.values[task] = self.value(w, task)
+        assert w.setup is not None
+        sends = [task] if w.setup[2] is None else self.lists[rank].finished(task, self.now)
+        self.result(w, sends)
+        self.wake(w)
+
+    def result(self, w: ModelWorker, tasks: list[int]) -> None:
+        if tasks:
+            assert w.msg is not None
+            m = w.msg
+            values = np.array([w.values.pop(t) for t in tasks])
+            self.send("from", w.rank, ev.ResultArrived(w.rank, m.job, m.iteration, m.epoch,
+                                                       list(tasks), values, 0.0))
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    def run(self, limit: int = 500_000) -> ev.Outcome:
+        self.feed(ev.Begin())
+        self.feed(ev.JobArrived(0, 0.0))
+        for _ in range(limit):
+            if self.outcome is not None:
+                return self.outcome
+            if not self.heap:
+                idle = sorted(r for r, w in self.workers.items() if not (w.busy or w.dead))
+                raise AssertionError(f"hang at model time {self.now:.2f}: "
+                                     f"{self.session.describe()}; idle ranks {idle}")
+            self.now, _, kind, what = heapq.heappop(self.heap)
+            if kind == "to":
+                rank, msg = what
+                w = self.workers[rank]
+                if not w.dead:
+                    w.arrived.append(msg)
+                    self.wake(w)
+            elif kind == "from":
+                rank, event = what
+                if isinstance(event, ev.ResultArrived):
+                    event.now = self.now
+                self.feed(event)
+            elif kind == "done":
+                self.done(*what)
+            elif kind == "die":
+                self.workers[what].dead = True
+                self.push(self.now + self.latency, "lost", what)
+            elif kind == "lost":
+                self.feed(ev.WorkerLost(what, self.now))
+            elif kind == "freeze":
+                self.workers[what].frozen = True
+            elif kind == "tick" and what == self.wake_at:
+                self.feed(ev.Tick(self.now))
+        raise AssertionError(f"no end in {limit} events: {self.session.describe()}")

@@ -129,7 +129,8 @@ def comparable(row: dict[str, Any]) -> dict[str, Any]:
 
 def replay(lines: Iterable[str]) -> Iterator[int]:
     """Feed every logged event to a fresh Session (one a settings line); yield the number of
-    each line that matched; Mismatch at the first that does not."""
+    each line that matched; Mismatch at the first that does not, ValueError (or KeyError) if
+    the lines are not an event log."""
     session: Session | None = None
     for number, text in enumerate(lines, 1):
         if not text.strip():
@@ -139,7 +140,7 @@ def replay(lines: Iterable[str]) -> Iterator[int]:
             session = Session(settings_from(line))
             continue
         if session is None:
-            raise Mismatch(f"line {number}: an event before any settings line")
+            raise ValueError(f"line {number}: an event before any settings line")
         got = [comparable(summary(i)) for i in session.handle(event_from(line["event"]))]
         want = [comparable(i) for i in line["out"]]
         if got != want:

@@ -434,10 +434,10 @@ class Session:
     def describe(self) -> str:
         """One line on what the session waits for (a rank asked where it is: SIGUSR1)."""
         rnd = self.round
-        head = f"epoch {self.epoch}: "
         if rnd is None:
-            return head + "no iteration open"
+            return f"epoch {self.epoch}: no iteration opened yet"
         dead = sorted(set(range(self.code.n_workers)) - self.live)
-        return (head + rnd.describe(self.piecework is not None, self.decoding.n_tasks)
+        return (f"epoch {self.epoch}, " + rnd.describe(self.piecework is not None,
+                                                       self.decoding.n_tasks)
                 + f"; lost workers {dead}")
 

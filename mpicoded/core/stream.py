@@ -76,7 +76,7 @@ class Stream:
             first, theta = s.resume[1], s.resume[2]
             self.theta = theta.copy()
         else:
-            self.theta = s.work.theta0()
+            self.theta = self.session.work.theta0()
         if first >= s.iterations:  # resumed at a job's end: its final loss only
             self.done = self.clock
             out = self.session.ending.stop() if self.job == s.jobs - 1 else []
@@ -89,7 +89,7 @@ class Stream:
         t + 1 sent out, then the report that was waiting; at a job's last, STOP (the last job)
         and its final loss."""
         self.clock = max(self.clock, now)
-        s, work = self.settings, self.settings.work
+        s, work = self.settings, self.session.work  # re-coded after deaths
         produced = self.theta.copy() if work.free_loss else None  # where this iteration began
         if result is not None:
             self.theta = work.update(self.theta, result, missing)
@@ -120,7 +120,7 @@ class Stream:
         t = s.iterations - 1 if ready.record is None else ready.record.iteration
         due = s.loss_every and (t + 1) % s.loss_every == 0
         theta = self.theta if ready.theta is None else ready.theta
-        if ready.loss is None and (last or (due and not s.work.free_loss)):
+        if ready.loss is None and (last or (due and not self.session.work.free_loss)):
             self.pending.append((ready._replace(theta=theta), last))
             return [ComputeLoss(self.job, t, theta)]
         return self._reported(ready.record, ready.loss, theta, last)

@@ -426,7 +426,7 @@ def test_describe_names_the_pieces_still_needed_and_whom_they_wait_on():
         send(d, vals, w, part.schedule[w], 1.0, it=2)
     needed = {0: share[2:], 1: list(part.schedule[1])}
     assert d.session.describe() == (
-        f"epoch 0: job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
+        f"epoch 0, job 0 iteration 2 open: {2 + sum(len(part.schedule[w]) for w in (2, 3, 4, 5))}"
         f" pieces in, still needed by owner {needed} (-1: nobody's); lost workers []")
 
 

@@ -244,6 +244,37 @@ def test_losing_a_whole_group_recodes_and_the_old_epoch_is_stale():
     assert d.session.recodes == 1 and d.session.totals["failed_workers"] == 2
 
 
+class Partitions(Decodes):
+    """A job's shape that records which code's partitions each step was given."""
+
+    steps: list[int] = []
+
+    def recoded(self, code):
+        return Partitions(code)
+
+    def update(self, theta, decoded, missing):
+        self.steps.append(self.code.n_partitions)
+        return theta
+
+
+def test_after_a_recode_theta_steps_with_the_recoded_job():
+    """The step after a re-code is the re-coded job's (its partitions are the survivors'):
+    the old job's, with the old partitions, failed over MPI (an index out of range)."""
+    Partitions.steps = []
+    d = Driver(FRC, work=Partitions(FRC))
+    d.open()
+    f = np.ones((6, 2))
+    for w in (0, 2, 4):
+        d.result(w, [w], FRC.B[[w]] @ f, now=0.1)
+    d.lose(2, now=0.2)
+    d.lose(3, now=0.2)  # partitions 2, 3 lost: re-coded for four workers
+    code = d.session.code
+    for w in range(code.n_workers):
+        d.handle(ResultArrived(d.session.ranks.rank(w), 0, 1, 1, [w],
+                               code.B[[w]] @ np.ones((code.n_partitions, 2)), 0.3))
+    assert Partitions.steps == [6, code.n_partitions] and code.n_partitions == 4
+
+
 def test_every_worker_lost_aborts():
     d = Driver(FRC)
     d.open()
@@ -299,12 +330,12 @@ def test_a_worker_gone_after_acknowledging_stop_is_no_loss():
 
 def test_describe_says_what_the_open_round_waits_for():
     d = Driver(FRC)
-    assert d.session.describe() == "epoch 0: no iteration open"
+    assert d.session.describe() == "epoch 0: no iteration opened yet"
     d.open()
     d.result(0, [0], now=0.1)
     d.lose(5)
     assert d.session.describe() == (
-        "epoch 0: job 0 iteration 0 open: tasks decoded from [0], owed by "
+        "epoch 0, job 0 iteration 0 open: tasks decoded from [0], owed by "
         "{1: [1], 2: [2], 3: [3], 4: [4]}; lost workers [5]")
 
 

@@ -1,0 +1,46 @@
+"""Event logs from real mpirun runs (tests/data/events: a purge between jobs, partial work with
+a straggler, two deaths and a re-code, a stream of jobs under the adaptive split) replayed
+through a fresh Session: the same instructions, event after event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mpicoded.core.eventlog import Mismatch, replay
+from mpicoded.replay import main
+
+LOGS = Path(__file__).parent.parent / "data" / "events"
+HOLDS = {"purge": "Purge", "partial": "Assign", "recode": "WorkerLost", "stream": "JobDone"}
+
+
+@pytest.mark.parametrize("name", sorted(HOLDS))
+def test_a_recorded_run_replays_to_the_same_instructions(name):
+    lines = (LOGS / f"{name}.jsonl").read_text().splitlines()
+    assert f'"type": "{HOLDS[name]}"' in "".join(lines)  # the path it was recorded for
+    assert len(list(replay(lines))) == len(lines) - sum('"session"' in line for line in lines)
+
+
+def test_an_instruction_that_differs_is_named_with_its_line(tmp_path):
+    lines = (LOGS / "partial.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"Assign"' in line)
+    row = json.loads(lines[at])
+    assign = next(i for i in row["out"] if i["type"] == "Assign")
+    assign["tasks"] = assign["tasks"][::-1]
+    lines[at] = json.dumps(row)
+    with pytest.raises(Mismatch, match=f"line {at + 1}: ResultArrived"):
+        list(replay(lines))
+    log = tmp_path / "changed.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    assert main([str(log)]) == 1
+
+
+def test_the_replay_command(tmp_path, capsys):
+    assert main([str(LOGS / "recode.jsonl")]) == 0
+    assert "every instruction the same" in capsys.readouterr().out
+    assert main([str(tmp_path / "none.jsonl")]) == 2
+    (tmp_path / "metrics.jsonl").write_text('{"record": "iteration"}\n')
+    assert main([str(tmp_path / "metrics.jsonl")]) == 2
+    assert "not an event log" in capsys.readouterr().err

@@ -43,9 +43,9 @@ done
 read -ra train <<< "${TRAIN_ARGS:-}"
 ranks=$(( 1 + want * slots ))
 ft=()
-if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags, in mpicoded.launcher; the containers
+if [[ ${FT:-0} == 1 ]]; then  # the launcher's ULFM flags, in mpicoded.launcher.command; the containers
   # share this machine's cores, so the load is every rank over them
-  flags=$(python -c "from mpicoded.launcher import ft_flags; print(*ft_flags($ranks / $(nproc)))")
+  flags=$(python -c "from mpicoded.launcher.command import ft_flags; print(*ft_flags($ranks / $(nproc)))")
   read -ra ft <<< "$flags"
 fi
 echo "mpicoded: $ranks ranks on $want workers: $(tr '\n' ' ' < /home/mpi/hostfile)"

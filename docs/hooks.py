@@ -95,7 +95,7 @@ def subcommands_markdown() -> str:
     from mpicoded.cli import SUBCOMMANDS
 
     rows = ["| command | runs | what it does |", "|---|---|---|"]
-    rows += [f"| `mpicoded {name}` | `python -m {module}` | {_cell(what)} |"
+    rows += [f"| `mpicoded {name}` | `python -m {module.removesuffix('.__main__')}` | {_cell(what)} |"
              for name, (module, what) in SUBCOMMANDS.items()]
     return "\n".join(rows) + "\n"
 

@@ -16,13 +16,13 @@ from . import __version__
 # subcommand -> (module with main(argv), what it does)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("mpicoded.train", "a coded job on every rank of mpirun (rank 0 the master)"),
-    "launch": ("mpicoded.launcher", "mpirun with the right flags, --ft and --throttle"),
+    "launch": ("mpicoded.launcher.__main__", "mpirun with the right flags, --ft and --throttle"),
     "bench": ("mpicoded.bench", "side-by-side benchmarks (straggler-tax, paper001, ...)"),
     "report": ("mpicoded.report", "a metrics file's iterations, tasks and trace, summed up"),
     "replay": ("mpicoded.replay", "a run's event log fed to a fresh session, checked"),
     "dashboard": ("mpicoded.dashboard.__main__", "a live web page and Prometheus metrics of a run"),
     "cdc": ("mpicoded.cdc.__main__", "coded MapReduce shuffle for nodes of unequal storage"),
-    "throttle": ("mpicoded.throttle", "cpu groups of netns hosts (create, follow, remove)"),
+    "throttle": ("mpicoded.throttle.__main__", "cpu groups of netns hosts (create, follow, remove)"),
 }
 
 

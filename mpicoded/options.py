@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .balance import SPLITS
+from .balance.splitter import SPLITS
 from .codes import available_codes
 from .delays import DELAY_MODELS
 

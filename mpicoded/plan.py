@@ -18,7 +18,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from . import checkpoint as ckpt
-from .balance import Moments, Splitter
+from .balance.split import Moments
+from .balance.splitter import Splitter
 from .codes import Code, code_parameters, make_code
 from .dashboard import missing_extra
 from .delays import DelayModel, load_profile

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..launcher import run_mpi
+from ..launcher.process import run_mpi
 from .common import TIMEOUT_S, table
 
 CASES = (  # (storage, files)

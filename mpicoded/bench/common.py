@@ -8,8 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..launcher import run_mpi
-from ..throttle import Schedule, ThrottleError, find_controller
+from ..launcher.process import run_mpi
+from ..throttle.controller import ThrottleError, find_controller
+from ..throttle.schedule import Schedule
 
 TIMEOUT_S = 600
 AGREE, DISAGREE = 0.10, 0.15  # MPI against the simulator: the goal, and where a bench fails

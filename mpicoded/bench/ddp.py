@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..throttle import Key, Schedule, Throttle, check_fraction
+from ..throttle.groups import Throttle
+from ..throttle.quota import check_fraction
+from ..throttle.schedule import Key, Schedule
 from .common import needs_quotas, table, train_run
 from .tax import SCHEMES, chosen
 

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from ..launcher import Completed, MPIRunTimeout, finish_mpi, rank_pids, start_mpi
+from ..launcher.process import Completed, finish_mpi, start_mpi
+from ..launcher.procs import rank_pids
+from ..launcher.timeout import MPIRunTimeout
 from .common import table
 
 RANKS = 21

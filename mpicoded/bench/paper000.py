@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..balance import Candidate, Moments, Splitter, parameter_search
+from ..balance.search import Candidate, parameter_search
+from ..balance.split import Moments
+from ..balance.splitter import Splitter
 from ..codes import make_code
 from ..delays import PAPER000_PROFILE, DelayModel
 from ..sim import Simulator, expected_iteration_time

@@ -8,7 +8,7 @@ import statistics
 import sys
 from typing import Any
 
-from ..launcher import run_mpi
+from ..launcher.process import run_mpi
 from .common import TIMEOUT_S, table, train_run
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..throttle import Schedule, parse_schedule
+from ..throttle.schedule import Schedule, parse_schedule
 from .common import have_matplotlib, needs_quotas, table, train_run
 
 PATTERNS = ("none", "fixed", "moving", "two fixed")

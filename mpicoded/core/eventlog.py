@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..balance import Moments, Splitter
+from ..balance.split import Moments
+from ..balance.splitter import Splitter
 from ..codes import make_code
 from . import events as ev
 from .session import Session, Settings

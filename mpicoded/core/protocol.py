@@ -18,6 +18,13 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from .events import (
+    Event,
+    ProgressReported,
+    ResultArrived,
+    StopAcknowledged,
+    TraceArrived,
+)
 from .trace import TraceEntry
 
 HEADER = 6
@@ -334,3 +341,45 @@ def progress_fields(msg: Message) -> tuple[float, float]:
 def pack_clock(worker: int, seconds: float) -> np.ndarray:
     """A worker's answer to PING: its clock, ``seconds`` (laid out as ``LAYOUTS`` says)."""
     return pack(-1, -1, 0, -1, worker, np.array([seconds]))
+
+
+def withheld_lists(rank: int, messages: Sequence[tuple[object, Tag]]) -> dict[
+        tuple[int, int, int], tuple[int, ...]]:
+    """The task list of each ITERATE among ``messages`` (buffers and tags sent to comm rank
+    ``rank``, in order), or of the ASSIGN that replaced it, by (job, iteration, epoch)."""
+    lists: dict[tuple[int, int, int], tuple[int, ...]] = {}
+    for buf, tag in messages:
+        assert isinstance(buf, np.ndarray)  # ITERATE, PURGE and ASSIGN are doubles
+        msg = unpack(tag, buf)
+        key = (msg.job, msg.iteration, msg.epoch)
+        if tag == Tag.ITERATE:
+            lists[key] = iterate_fields(msg, rank)[0]
+        elif tag == Tag.ASSIGN and key in lists:
+            lists[key] = assign_fields(msg)
+    return lists
+
+
+def event_of(msg: Message, rank: int, now: float, epoch: int,
+             half_width: int = 0) -> Event | None:
+    """What a message from ``rank`` tells the master, read at ``now``: a RESULT of ``epoch``
+    has its values (float32, ``half_width`` a task, where they travel so); one of another
+    epoch is stale, whatever its width. None for a late PING answer."""
+    tag = msg.tag
+    if tag == Tag.RESULT:
+        if msg.epoch == epoch:
+            tasks, values, entries = result_fields(msg, half_width)
+            return ResultArrived(rank, msg.job, msg.iteration, msg.epoch, tasks, values, now,
+                                 entries)
+        return ResultArrived(rank, msg.job, msg.iteration, msg.epoch,
+                             [int(t) for t in msg.payload[:msg.count]], None, now,
+                             result_trace(msg))
+    if tag == Tag.PROGRESS:
+        return ProgressReported(rank, msg.job, msg.iteration, msg.epoch, *progress_fields(msg))
+    if tag == Tag.TRACE:
+        return TraceArrived(rank, trace_fields(msg))
+    if tag == Tag.STOP_ACK:
+        counters, entries = ack_fields(msg)
+        return StopAcknowledged(rank, counters, entries)
+    if tag == Tag.PING:
+        return None
+    raise RuntimeError(f"master got an unexpected {tag.name} from rank {rank}")

@@ -16,25 +16,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..balance import Splitter
-from ..codes import Code, rebuild, rescaled_tolerance
+from ..balance.splitter import Splitter
+from ..codes import Code
 from .ending import Ending
 from .events import (
-    Abort,
     Assign,
     Begin,
     Decoded,
     Event,
-    Forget,
     Instruction,
     Iterate,
     JobArrived,
-    Log,
     LossComputed,
     Place,
     ProgressReported,
     Purge,
-    Record,
     ResultArrived,
     Settle,
     Started,
@@ -47,6 +43,7 @@ from .events import (
     WorkerFailed,
     WorkerLost,
 )
+from .losses import Losses
 from .pieces import Give, PieceTable, PieceWork
 from .ranks import WorkerRanks
 from .round import Round
@@ -96,11 +93,6 @@ class Settings:
     adopt: tuple[dict[int, int], int, bool] | None = None  # after a failover: see ``_begin``
 
 
-def task_share(work: Workload, code: Code) -> float:
-    """The share of the data a mean task of ``code`` computes over (its work, relatively)."""
-    return float(work.task_cost().mean()) / code.n_partitions
-
-
 class Session:
     """A run's brain: events in, instructions out (see the module's docstring)."""
 
@@ -121,11 +113,12 @@ class Session:
         self.recodes = self.withheld_tasks = 0
         self.stream = Stream(self, s)
         self.ending = Ending(self)
+        self.losses = Losses(self)
         self._handlers: dict[type, Callable[[Any], list[Instruction]]] = {
             Begin: self._begin, Started: self.stream.started, JobArrived: self.stream.arrived,
             ResultArrived: self._result, ProgressReported: self._progress,
-            TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self._lost,
-            WorkerFailed: self.ending.failed, Tick: self._tick,
+            TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self.losses.lost,
+            WorkerFailed: self.ending.failed, Tick: self.losses.tick,
             StopAcknowledged: self.ending.acknowledged, LossComputed: self.stream.loss,
         }
 
@@ -188,7 +181,7 @@ class Session:
                     if self.splitter is not None:
                         self.splitter.exclude(w)
             if recode:
-                out += self.recode("taken over from a re-coded run")
+                out += self.losses.recode("taken over from a re-coded run")
             elif self.splitter is not None and self.splitter.kind != "adaptive":
                 out.append(self.place(self.splitter.schedule()))
         return [*out, Settle(sync_clocks=self.settings.trace)]
@@ -214,7 +207,7 @@ class Session:
             lists = {w: tuple(tasks) for w, tasks in rnd.lists.items()}
         if len(self.live) < code.n_workers and not self._decodable():
             self.round = None  # nothing of it was sent
-            return [*held, *self.recode("workers died", now, (job, iteration, theta))]
+            return [*held, *self.losses.recode("workers died", now, (job, iteration, theta))]
         rank = self.ranks.rank
         out: list[Instruction] = [p for p in held if self.ranks.index(p.rank) not in outstanding]
         out.append(Iterate(job, iteration, self.epoch,
@@ -262,11 +255,12 @@ class Session:
         if self.piecework is not None:
             gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live)
             if recode:
-                return self.recode("every result is in and the code cannot decode them",
+                return self.losses.recode("every result is in and the code cannot decode them",
                                    event.now)
             return self._gives(gives)
         if rnd.exhausted(worker):
-            return self.recode("every result is in and the code cannot decode them", event.now)
+            return self.losses.recode("every result is in and the code cannot decode them",
+                                      event.now)
         return []
 
     def _gives(self, gives: list[Give]) -> list[Instruction]:
@@ -310,121 +304,6 @@ class Session:
     def _withheld(self, event: Withheld) -> list[Instruction]:
         self.withheld_tasks += len(event.tasks)
         return []
-
-    # ---- losses: deaths, silence, re-codes ---------------------------------------------------
-
-    def _lost(self, event: WorkerLost) -> list[Instruction]:
-        self.stream.clock = max(self.stream.clock, event.now)
-        self.ending.gone.add(event.rank)
-        return self.lose([event.rank], self.stream.clock)
-
-    def lose(self, ranks: list[int], now: float) -> list[Instruction]:
-        """``ranks`` are lost: each is forgotten and gets no more work, the load is split again
-        among the living, and the open round goes on without them (handed over under partial
-        work) or, if the living can no longer decode it, the code is re-built. A rank already
-        lost, or one that acknowledged STOP (its exit is reported as a failure under ULFM),
-        is no loss."""
-        lost = [w for w in (self.ranks.index(r) for r in ranks)
-                if w is not None and w in self.live and self.ranks.rank(w) not in
-                self.ending.stopped]
-        if not lost:
-            return self.ending.check()
-        for w in lost:
-            self.live.discard(w)
-            self.totals["failed_workers"] += 1
-        shown = [self.ranks.rank(w) for w in lost]
-        out: list[Instruction] = [
-            *(Forget(r) for r in shown),
-            Log("warning", f"worker rank(s) {shown} failed; {len(self.live)} workers left"),
-            Record({"record": "failure", "ranks": shown, "workers_left": len(self.live)})]
-        if self.splitter is not None:
-            for w in lost:
-                self.splitter.exclude(w)
-        rnd = self.round
-        if rnd is not None and not rnd.done:
-            for w in lost:
-                rnd.outstanding.pop(w, None)
-            if not self._decodable():
-                return out + self.recode("workers died", now)
-            if self.piecework is not None:
-                out += self._gives(self.piecework.hand_over(rnd, sorted(self.live), self.live))
-        if self.splitter is not None and self.splitter.kind != "adaptive":
-            out.append(self.place(self.splitter.schedule()))  # only adaptive has all data
-        return out + self.ending.check()
-
-    def _tick(self, event: Tick) -> list[Instruction]:
-        """The clock: workers silent past --iteration-timeout are lost; past the shutdown's
-        grace, the run ends without those that never acknowledged STOP."""
-        self.stream.clock = max(self.stream.clock, event.now)
-        timeout = self.settings.iteration_timeout
-        if self.ending.stopping:
-            return self.ending.tick(event.now)
-        rnd = self.round
-        if timeout is None or rnd is None or rnd.done:
-            return []
-        silent = rnd.silent(event.now, timeout, self.owing(rnd))
-        out: list[Instruction] = []
-        if silent:
-            ranks = [self.ranks.rank(w) for w in silent]
-            self.ending.timed_out.update(ranks)
-            out += [Log("warning", f"worker rank(s) {ranks} sent nothing in {timeout:g} s "
-                                   "(--iteration-timeout)"), *self.lose(ranks, event.now)]
-        rnd = self.round
-        if rnd is not None and not rnd.done:
-            owing = self.owing(rnd)  # none now: maybe after a hand-over, so look again
-            wake = WakeAt(min((rnd.deadline(w, timeout) for w in owing),
-                              default=event.now + timeout))
-            if wake not in out:  # a re-opened round asked for it already
-                out.append(wake)
-        return out
-
-    def owing(self, rnd: Round) -> set[int]:
-        """The living workers the open round waits on: those that owe tasks, or under partial
-        work those that own a piece still needed (one robbed of its pieces owes nothing)."""
-        if self.piecework is None:
-            return {w for w, tasks in rnd.outstanding.items() if tasks} & self.live
-        needs = rnd.decoder.needs
-        return {w for t, w in rnd.owner.items() if needs(t)} & self.live
-
-    def recode(self, reason: str, now: float = 0.0,
-               reopen: tuple[int, int, np.ndarray] | None = None) -> list[Instruction]:
-        """Abandon the open round, re-build the code and the data for the living and open the
-        round again at ``now`` (or ``reopen``'s (job, iteration, theta), not sent yet)."""
-        rnd = self.round
-        out: list[Instruction] = []
-        if rnd is not None and not rnd.done:
-            rnd.done = True
-            out += [Purge(self.ranks.rank(w), rnd.job, rnd.iteration, rnd.epoch)
-                    for w in sorted(self.live) if rnd.outstanding.get(w)]
-            reopen = (rnd.job, rnd.iteration, self.stream.theta)
-        survivors = sorted(self.live)
-        if not survivors:
-            return [*out, Abort(None, "every worker has failed: the job cannot go on")]
-        live = [self.ranks.rank(w) for w in survivors]
-        code = rebuild(self.code, len(live))
-        self.tolerance = rescaled_tolerance(self.tolerance, self.code, code)
-        work = self.work.recoded(code)
-        if self.splitter is not None:  # what is known of the living, for tasks of a new size
-            scale = task_share(work, code) / task_share(self.work, self.code)
-            self.splitter = self.splitter.for_survivors(survivors, code.n_tasks, scale)
-        self.code, self.work, self.ranks = code, work, self.ranks.recoded(live)
-        self.epoch += 1
-        self.live = set(range(code.n_workers))
-        if self.settings.fit_chunks:  # the survivors' partitions are new: cut them evenly too
-            self.chunk_rows = work.default_chunk_rows()
-        self._cut(None if self.pieces is None else work.pieces(self.chunk_rows,
-                                                                fit=self.settings.fit_chunks))
-        self.round, self.held = None, []
-        self.recodes += 1
-        shown = ", ".join(f"{k}={v}" for k, v in code.built_with.items())
-        out += [Log("info", f"{reason}: re-coded for {len(live)} workers: {code.name} {shown}, "
-                            f"tolerance {self.tolerance} (epoch {self.epoch})"),
-                Record({"record": "recode", "reason": reason, "epoch": self.epoch,
-                        "workers": len(live), "code": code.name}),
-                self.place()]
-        if reopen is not None:
-            out += self.open(*reopen[:2], now, reopen[2])
-        return out
 
     def is_live(self, rank: int) -> bool:
         """Whether results from ``rank`` still count (a worker of the code, not lost)."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..codes import Code
 from ..codes.partial import cut_ranges, cut_rows
-from ..jobs.coded import row_blocks
+from ..jobs.rows import row_blocks
 from ..jobs.task import default_chunk_rows
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .coded import JOB_KINDS, Coded, JobKind, coded, job_kind, job_name, kernel_for
+from .coded import Coded
 from .data import Dataset, DatasetError, load, synthetic
-from .kinds import AnyJob, GradientJob, MatVecJob
+from .kinds import AnyJob, GradientJob, MatVecJob, job_name
 from .linreg import LinReg
 from .logreg import LogReg
 from .pagerank import PageRank
 from .power import Power
+from .registry import JOB_KINDS, JobKind, coded, job_kind, kernel_for
 from .spec import JobSpecError, build_job
 
 BUILTINS: dict[str, Callable[..., AnyJob]] = {  # each takes seed= and its own data flags

@@ -151,3 +151,8 @@ AnyJob = GradientJob | MatVecJob
 def overrides(job: object, method: str, base: type) -> bool:
     """Whether ``job``'s class defines ``method`` itself rather than inheriting ``base``'s."""
     return getattr(type(job), method, None) is not getattr(base, method)
+
+
+def job_name(job: object) -> str:
+    """What progress lines call the job: its ``name`` attribute, else its class name."""
+    return str(getattr(job, "name", "") or type(job).__name__)

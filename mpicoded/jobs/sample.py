@@ -10,9 +10,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
-from .coded import row_blocks
 from .data import Dataset, DatasetError, dataset, mapped, row_chunks
 from .kinds import GradientJob
+from .rows import row_blocks
 
 
 def gram_top_eigenvalue(X: Any) -> float:

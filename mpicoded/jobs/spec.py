@@ -9,8 +9,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import cast
 
-from .coded import job_kind
 from .kinds import AnyJob
+from .registry import job_kind
 
 
 class JobSpecError(ValueError):

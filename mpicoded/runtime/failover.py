@@ -18,7 +18,7 @@ from typing import cast
 import numpy as np
 from mpi4py import MPI
 
-from .transport import blocking_mpi
+from .waits import blocking_mpi
 from .worker import Worker
 
 

@@ -15,35 +15,15 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import (
-    Tag,
-    ack_fields,
-    assign_fields,
-    iterate_fields,
-    pack_assign,
-    pack_control,
-    pack_iterate,
-    progress_fields,
-    result_fields,
-    result_trace,
-    trace_fields,
-    unpack,
-)
-from ..core.result import RunResult
+from ..core.protocol import Tag, event_of, pack_assign, pack_control, pack_iterate, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
 from ..core.trace import TaskTrace
 from ..delays import DelayModel
-from .transport import (
-    Backoff,
-    Buffer,
-    Outbox,
-    ProcessesFailed,
-    WorkerError,
-    object_frames,
-    receive,
-    wait_buffer,
-)
+from .clocks import sync
+from .outbox import Outbox, each
+from .transport import Buffer, ProcessesFailed, WorkerError, object_frames, receive
+from .waits import Backoff
 
 
 class AllWorkersFailed(RuntimeError):
@@ -81,9 +61,9 @@ class Master:
         """Seconds since the run started (since this master began, until then)."""
         return time.perf_counter() - self.t0
 
-    def run(self) -> RunResult:
-        """Place, run every job, stop every worker: the RunResult (the makespan from the first
-        ITERATE to the last STOP acknowledged)."""
+    def run(self) -> ev.Outcome:
+        """Place, run every job, stop every worker (``makespan_s``: from the first ITERATE to
+        the last STOP acknowledged)."""
         self.feed(ev.Begin())
         backoff = Backoff()
         while self.outcome is None:
@@ -93,7 +73,7 @@ class Master:
                 self.lost(exc.ranks)
                 continue
             except WorkerError as exc:
-                self.feed(ev.WorkerFailed(exc.rank, str(exc)))
+                self.feed(ev.WorkerFailed(exc.rank, exc.text))
                 continue
             if got is not None:
                 backoff.reset()
@@ -102,9 +82,7 @@ class Master:
                 self.max_pending = max(self.max_pending, len(self.outbox.pending))
                 self.call(self.outbox.prune)
                 backoff.wait()
-        o = self.outcome
-        return RunResult(o.theta, o.records, o.losses, self.makespan_s, o.totals, o.counters,
-                         o.jobs, o.recodes, o.job_thetas, final_loads=o.loads)
+        return self.outcome
 
     def due(self) -> bool:
         """Feed a job's arrival, or a Tick, if one is due; whether one was."""
@@ -121,28 +99,14 @@ class Master:
         return False
 
     def message(self, msg: Any, src: int) -> None:
-        tag = msg.tag
-        if tag == Tag.RESULT:
-            began = time.thread_time()
-            if msg.epoch == self.session.epoch:
-                tasks, values, entries = result_fields(msg, self.half_width)
-            else:  # of an abandoned epoch: stale, whatever its values' width
-                tasks, values, entries = [int(t) for t in msg.payload[:msg.count]], None, \
-                    result_trace(msg)
-            self.feed(ev.ResultArrived(src, msg.job, msg.iteration, msg.epoch, tasks, values,
-                                       self.clock(), entries))
+        began = time.thread_time()
+        event = event_of(msg, src, self.clock(), self.session.epoch, self.half_width)
+        if event is None:  # a clock's answer that came after the pings stopped waiting
+            return
+        self.feed(event)
+        if isinstance(event, ev.ResultArrived):  # rank 0's CPU a result: unpack, decide, send
             self.result_cpu_s += time.thread_time() - began
-            self.results_handled += len(tasks)
-        elif tag == Tag.PROGRESS:
-            self.feed(ev.ProgressReported(src, msg.job, msg.iteration, msg.epoch,
-                                          *progress_fields(msg)))
-        elif tag == Tag.TRACE:
-            self.feed(ev.TraceArrived(src, trace_fields(msg)))
-        elif tag == Tag.STOP_ACK:
-            counters, entries = ack_fields(msg)
-            self.feed(ev.StopAcknowledged(src, counters, entries))
-        elif tag != Tag.PING:  # a PING is a clock's answer that came after sync stopped waiting
-            raise RuntimeError(f"master got an unexpected {tag.name} from rank {src}")
+            self.results_handled += len(event.tasks)
 
     def feed(self, event: ev.Event | None = None) -> None:
         """Handle ``event`` and every event that carrying out its instructions gives rise to
@@ -170,6 +134,8 @@ class Master:
             self.lost(exc.ranks)
 
     def lost(self, ranks: set[int]) -> None:
+        if not ranks:
+            return
         self.events.extend(ev.WorkerLost(rank, self.clock()) for rank in sorted(ranks))
         self.feed()
 
@@ -177,14 +143,7 @@ class Master:
         send = self.outbox.send
         if isinstance(i, ev.Iterate):
             buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
-            dead: set[int] = set()
-            for rank, _ in i.lists:  # one buffer, theta packed once, for every worker of it
-                try:
-                    send(buf, rank, Tag.ITERATE)
-                except ProcessesFailed as exc:
-                    dead |= exc.ranks
-            if dead:
-                raise ProcessesFailed(dead)
+            each(lambda r: send(buf, r, Tag.ITERATE), (r for r, _ in i.lists))  # theta once
         elif isinstance(i, ev.Assign):
             send(pack_assign(i.job, i.iteration, i.tasks, i.epoch), i.rank, Tag.ASSIGN)
         elif isinstance(i, ev.Purge):
@@ -227,21 +186,17 @@ class Master:
         self.coded(i.work, i.pieces)
         shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch, self.purge,
                              i.chunk_rows, i.report_progress, self.trace is not None)
-        dead: set[int] = set()
-        for target in i.targets:
-            setup = shared.for_worker(target.world, target.worker, target.tasks,
-                                      self.kill_at.get(target.world))
-            head, arrays = object_frames(setup)
-            try:
-                self.outbox.send(head, target.rank, Tag.SETUP)
-                for frame in arrays:
-                    self.outbox.send(frame, target.rank, Tag.SETUP_DATA)
-            except ProcessesFailed as exc:  # died before its data left: a dead worker
-                dead |= exc.ranks
-                continue
+
+        def post(target: ev.Target) -> None:
+            head, arrays = object_frames(shared.for_worker(target.world, target.worker,
+                                                           target.tasks,
+                                                           self.kill_at.get(target.world)))
+            self.outbox.send(head, target.rank, Tag.SETUP)
+            for frame in arrays:
+                self.outbox.send(frame, target.rank, Tag.SETUP_DATA)
             self.placed_bytes += len(head) + sum(frame.nbytes for frame in arrays)
-        if dead:
-            raise ProcessesFailed(dead)
+
+        each(post, i.targets)  # one that died before its data left is a dead worker
 
     def settle(self, sync_clocks: bool) -> None:
         """Every set-up out (no deadline: a large data set takes what it takes), the workers'
@@ -255,36 +210,12 @@ class Master:
             except ProcessesFailed as exc:
                 self.lost(exc.ranks)
         if sync_clocks and self.trace is not None:
-            self.sync_clocks(self.trace)
+            self.lost(sync(self.comm, self.outbox, self.session, self.trace, self.clock))
         start = time.perf_counter()
         if self.trace is not None:
             self.trace.shift(start - self.t0)
         self.t0, self.started = start, True
         self.events.append(ev.Started(0.0))
-
-    def sync_clocks(self, trace: TaskTrace, pings: int = 3, patience: float = 2.0) -> None:
-        """Each living worker's clock offset (task records on the master's clock, so hosts line
-        up): the ping of ``pings`` with the shortest round trip counts; a worker silent for
-        ``patience`` seconds keeps the default offset (one host's)."""
-        ranks = self.session.ranks
-        for w in sorted(self.session.live):
-            rank, best = ranks.rank(w), None
-            try:
-                for _ in range(pings):
-                    sent = self.clock()
-                    self.outbox.send(pack_control(), rank, Tag.PING)
-                    reply = wait_buffer(self.comm, rank, Tag.PING, patience)
-                    if reply is None:  # hung, maybe: --iteration-timeout will tell
-                        break
-                    back = self.clock()
-                    self.outbox.prune()  # the ping was received: its send is done
-                    if best is None or back - sent < best[2] - best[0]:
-                        best = (sent, float(reply[-1]), back)
-            except ProcessesFailed as exc:
-                self.lost(exc.ranks)
-                continue
-            if best is not None:
-                trace.set_offset(ranks.world(rank) - 1, *best)
 
     def drain(self) -> None:
         """Every send out; a rank that died with one pending is dropped."""
@@ -297,18 +228,9 @@ class Master:
 
     def withheld(self, rank: int, messages: list[tuple[Buffer, Tag]]) -> None:
         """ITERATEs the outbox held for ``rank`` and dropped unsent (a newer one made them stale
-        first): the tasks of each (or of the ASSIGN that replaced its list) were never begun."""
-        lists: dict[tuple[int, int, int], tuple[int, ...]] = {}
-        for buf, tag in messages:
-            assert isinstance(buf, np.ndarray)  # ITERATE, PURGE and ASSIGN are doubles
-            msg = unpack(tag, buf)
-            key = (msg.job, msg.iteration, msg.epoch)
-            if tag == Tag.ITERATE:
-                lists[key] = iterate_fields(msg, rank)[0]
-            elif tag == Tag.ASSIGN and key in lists:
-                lists[key] = assign_fields(msg)
+        first): the tasks of each were never begun."""
         self.events.extend(ev.Withheld(rank, *key, tasks, self.clock())
-                           for key, tasks in lists.items())
+                           for key, tasks in withheld_lists(rank, messages).items())
 
     def describe(self) -> str:
         """Where the run is, in one line (SIGUSR1): the session's view, the sends pending."""

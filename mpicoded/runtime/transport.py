@@ -1,161 +1,22 @@
-"""MPI plumbing shared by master and worker: polling with backoff, and sends that own their buffers.
-
-21 ranks share 2 cores, so nobody blocks in a busy-polling MPI wait: receivers Iprobe and wait
-between empty polls as ``set_wait`` chose, senders Isend and keep each buffer alive until its
-request is done. The few blocking calls (a worker's receipt of its set-up, a refusal instead of
-one, error reports, failover) run with Open MPI's own yield on (``blocking_mpi``).
-"""
+"""MPI plumbing shared by master and worker: receiving without a busy wait (receivers Iprobe and
+wait between empty polls as ``waits.set_wait`` chose), objects in frames, and dead ranks named
+(``ProcessesFailed``) under ULFM. The few blocking calls (a worker's receipt of its set-up, a
+refusal instead of one, error reports, failover) run with Open MPI's own yield on."""
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-from ..core.holdback import SUPERSEDED, Held, HoldBack
-from ..core.protocol import Message, Tag, header_key, pack_control, unpack
-from ..host import affinity
-from ..plan import ft_enabled
-
-WAIT_MODES = ("auto", "spin", "yield", "sleep")
-_wait = "sleep"  # how this process waits between empty polls: set once a run starts
-
-
-def node_load(comm: MPI.Comm) -> tuple[int, int]:
-    """(ranks of ``comm`` on this node, cores they may run on between them), from the ranks
-    that share memory with this one and their affinities: what any MPI library, mpirun or
-    srun, and a cpuset give, where launcher variables (Open MPI's local size) and
-    ``os.cpu_count()`` (the whole machine) do not. Collective over ``comm``."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        cores = set().union(*node.allgather(sorted(affinity())))
-        return node.Get_size(), len(cores)
-    finally:
-        node.Free()
-
-
-def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:
-    """Choose how this rank waits between empty polls, and return the choice. ``spin`` polls
-    without pause (an idle rank then costs a core, as MPI's own waits do); ``yield`` gives the
-    core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
-    (see Backoff). ``auto`` spins when this node's ranks of ``comm`` (COMM_WORLD if None) do
-    not outnumber its cores, else yields (measured faster than sleeping when 21 ranks share 2
-    cores: see docs/benchmarks.md); it is then collective over ``comm``."""
-    global _wait, _mpi_yield_before
-    if mode not in WAIT_MODES:
-        raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")
-    if mode == "auto":
-        local, cores = node_load(MPI.COMM_WORLD if comm is None else comm)
-        mode = "spin" if local <= cores else "yield"
-    _wait = mode
-    previous = mpi_yield(False)
-    if _mpi_yield_before is None:
-        _mpi_yield_before = previous
-    return mode
-
-
-_mpi_yield_before: bool | None = None  # Open MPI's own yield before set_wait turned it off
-
-
-def end_waits() -> None:
-    """Give Open MPI its own yield back (as it was before ``set_wait``): MPI's shutdown, the
-    fence of MPI_Finalize and MPI_Abort, waits inside MPI, where only that yield lets the
-    other ranks, and mpirun, have the cores."""
-    global _mpi_yield_before
-    if _mpi_yield_before is not None:
-        mpi_yield(_mpi_yield_before)
-        _mpi_yield_before = None
-
-
-@functools.cache
-def _yield_switch() -> Callable[[bool], bool] | None:
-    """Open MPI's ``opal_progress_set_yield_when_idle``, typed (None under another MPI)."""
-    pal = _open_pal()
-    if pal is None or not hasattr(pal, "opal_progress_set_yield_when_idle"):
-        return None
-    switch = pal.opal_progress_set_yield_when_idle
-    switch.argtypes, switch.restype = [ctypes.c_bool], ctypes.c_bool
-    return switch
-
-
-@functools.cache
-def _open_pal() -> ctypes.CDLL | None:
-    """Open MPI's libopen-pal as loaded in this process (None under another MPI)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "libopen-pal.so" in line}
-    except OSError:  # not Linux
-        return None
-    return ctypes.CDLL(min(paths)) if paths else None
-
-
-def mpi_yield(on: bool) -> bool | None:
-    """Set whether Open MPI gives the core away inside any MPI call that finds nothing to do (it
-    does whenever ranks outnumber cores), and return the previous setting; None where there is
-    no such switch (another MPI). mpicoded turns it off once its own waits are chosen: with it
-    on, every probe for a purge between two chunks of a task, and every poll of the master,
-    hands the core to another rank (measured: 260 µs a probe, not 0.2, with 4 ranks on 2 cores).
-    """
-    switch = _yield_switch()
-    return None if switch is None else bool(switch(on))
-
-
-@contextmanager
-def blocking_mpi() -> Iterator[None]:
-    """A blocking MPI call waits inside MPI: Open MPI's own yield is on meanwhile (as it was
-    before ``set_wait``), so that it does not spin a shared core away."""
-    before = mpi_yield(True) if _mpi_yield_before else None
-    try:
-        yield
-    finally:
-        if before is not None:
-            mpi_yield(before)
-
-
-def waiting() -> str:
-    """How this rank waits (``set_wait``'s choice)."""
-    return _wait
-
-
-class Backoff:
-    """How a rank waits between empty polls, by ``set_wait``'s mode.
-
-    ``sleep``: sleeps that double from ``first`` up to ``cap``; after ``patience`` seconds of
-    nothing the cap rises to ``idle_cap``: a rank that is about to get work answers within
-    ``cap``, a rank idle for long costs the shared cores almost nothing. ``yield``: gives the
-    core away and polls again as soon as it is scheduled, for ``patience`` seconds, then sleeps
-    as above (a rank idle for long, or held to a CPU quota, must not spend it polling).
-    ``spin``: never pauses.
-    """
-
-    def __init__(self, first: float = 2e-5, cap: float = 2.5e-4, patience: float = 0.05,
-                 idle_cap: float = 2e-3) -> None:
-        self.first, self.cap, self.patience, self.idle_cap = first, cap, patience, idle_cap
-        self.reset()
-
-    def reset(self) -> None:
-        self.delay = self.first
-        self.slept = 0.0
-        self.since = time.monotonic()
-
-    def wait(self) -> None:
-        if _wait == "spin":
-            return
-        if _wait == "yield" and time.monotonic() - self.since < self.patience:
-            os.sched_yield()
-            return
-        time.sleep(self.delay)
-        self.slept += self.delay
-        cap = self.cap if self.slept < self.patience else self.idle_cap
-        self.delay = min(cap, self.delay * 2)
+from ..core.protocol import Message, Tag, unpack
+from .waits import Backoff, blocking_mpi
 
 
 class ProcessesFailed(RuntimeError):
@@ -222,173 +83,12 @@ def detector_timeout() -> float:
 Buffer = np.ndarray | bytes | memoryview
 
 
-class Outbox:
-    """Non-blocking sends; each request keeps its buffer until it completes. A send to a rank
-    that has died raises ProcessesFailed (under ULFM), and its requests are dropped.
-
-    ``hold_back`` (the master, with purging): at most one ITERATE a worker on the wire, the
-    rest held or dropped as ``HoldBack`` decides; ``on_withheld(dest, messages)`` is told of
-    the (buffer, tag) pairs dropped unsent, in the order they were sent.
-    """
-
-    def __init__(self, comm: MPI.Comm, hold_back: bool = False,
-                 on_withheld: Callable[[int, list[tuple[Buffer, Tag]]], None] | None = None
-                 ) -> None:
-        self.comm = comm
-        self.pending: list[MPI.Request] = []
-        self.buffers: list[Buffer] = []
-        self.dests: list[int] = []
-        # buffers of sends given up on (to a rank found dead or timed out): a hung rank may
-        # still take one in, so MPI may still read it
-        self.orphans: list[Buffer] = []
-        self.holdback = HoldBack() if hold_back else None
-        self.on_withheld = on_withheld
-        self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
-
-    def send(self, buf: Buffer, dest: int, tag: Tag) -> None:
-        """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes); under
-        ``hold_back``, maybe later, or never (stale before it left)."""
-        if self.holdback is None:
-            self._post(buf, dest, tag)
-            return
-        held = Held(tag, header_key(buf) if tag in SUPERSEDED else None, buf)
-        offer = self.holdback.offer(dest, held, tag == Tag.ITERATE and self._on_the_wire(dest))
-        if offer.stale and self.on_withheld is not None:
-            self.on_withheld(dest, [(h.payload, h.tag) for h in offer.stale])
-        if offer.purge is not None:
-            job, iteration, epoch = offer.purge
-            self._post_held(Held(Tag.PURGE, offer.purge,
-                                 pack_control(job, iteration, epoch=epoch)), dest)
-        if offer.now:
-            self._post_held(held, dest)
-
-    def _post_held(self, held: Held, dest: int) -> None:
-        assert self.holdback is not None
-        self.holdback.posted(dest, held)
-        self._post(held.payload, dest, held.tag)
-
-    def _on_the_wire(self, dest: int) -> bool:
-        """An ITERATE to ``dest`` not complete yet (tested now: the last Testsome may be old)."""
-        request = self.iterates.get(dest)
-        if request is None or request == MPI.REQUEST_NULL:
-            return False
-        try:
-            return not request.Test()
-        except MPI.Exception:  # a failure: the next prune names it
-            return True
-
-    def _post(self, buf: Buffer, dest: int, tag: Tag) -> None:
-        try:
-            kind = MPI.DOUBLE if isinstance(buf, np.ndarray) else MPI.BYTE
-            request = self.comm.Isend([buf, kind], dest=dest, tag=int(tag))
-        except MPI.Exception as exc:
-            if not is_process_failure(exc):
-                raise
-            raise ProcessesFailed(failed_ranks(self.comm) | {dest}) from None
-        self.pending.append(request)
-        self.buffers.append(buf)
-        self.dests.append(dest)
-        if self.holdback is not None and tag == Tag.ITERATE:
-            self.iterates[dest] = request
-
-    def _release(self) -> None:
-        """Post what waited for each dest whose ITERATE is complete, up to its next one."""
-        assert self.holdback is not None
-        for dest in [d for d in self.holdback.queues if not self._on_the_wire(d)]:
-            for held in self.holdback.release(dest):
-                self._post_held(held, dest)
-
-    def prune(self) -> None:
-        """Forget completed sends (one Testsome call over all of them); post what they held."""
-        if self.pending:
-            self._test()
-        if self.holdback is not None and self.holdback.queues:
-            self._release()
-
-    def _test(self) -> None:
-        try:
-            done = self.testsome(self.pending)
-        except MPI.Exception as exc:
-            in_status = exc.Get_error_class() == MPI.ERR_IN_STATUS
-            if not (is_process_failure(exc) or in_status):
-                raise
-            dead = self._failed()
-            if not dead and in_status and ft_enabled():  # a death the detector has not named yet
-                dead = self._detected()
-            if not dead:  # not a peer's death after all
-                raise
-            self.forget(dead)
-            raise ProcessesFailed(dead) from None
-        if done is None or done:  # None: every request was done already (after a failure)
-            self._keep([i for i, req in enumerate(self.pending) if req != MPI.REQUEST_NULL])
-
-    testsome = staticmethod(MPI.Request.Testsome)
-
-    def reported_failed(self) -> set[int]:
-        """The ranks ULFM has reported failed so far (acknowledged)."""
-        return failed_ranks(self.comm)
-
-    def _failed(self) -> set[int]:
-        """The ranks whose sends failed. Testsome may say only ERR_IN_STATUS (seen under ULFM
-        with a rank dead): each request tested alone names its own error. Another error on a
-        request (not a death) is left for ``_detected`` to tell apart."""
-        dead = set()
-        for request, dest in zip(self.pending, self.dests, strict=True):
-            try:
-                request.Test()
-            except MPI.Exception as exc:
-                if is_process_failure(exc):
-                    dead.add(dest)
-        return dead | self.reported_failed()
-
-    def _detected(self) -> set[int]:
-        """An error in status with no death reported yet is a death still being detected (seen
-        on a rank killed during start-up, before the heartbeat had missed it): wait for ULFM
-        to name it, at most DETECTION_MARGIN times the detector's timeout; empty if it never
-        does (the error is then a real one)."""
-        deadline = time.monotonic() + DETECTION_MARGIN * detector_timeout() + 1.0
-        backoff = Backoff(cap=0.05, idle_cap=0.05)
-        while time.monotonic() < deadline:
-            dead = self.reported_failed()
-            if dead:
-                return dead
-            backoff.wait()
-        return set()
-
-    def forget(self, dead: set[int]) -> None:
-        """Stop waiting for the sends to dead (or hung) ranks: they may never complete. Sends
-        found done meanwhile go too."""
-        self.orphans += [buf for buf, d in zip(self.buffers, self.dests, strict=True)
-                         if d in dead]
-        if self.holdback is not None:
-            for dest in dead:
-                self.iterates.pop(dest, None)
-                stale = self.holdback.forget(dest)
-                if stale and self.on_withheld is not None:
-                    self.on_withheld(dest, [(h.payload, h.tag) for h in stale])
-        self._keep([i for i, (d, req) in enumerate(zip(self.dests, self.pending, strict=True))
-                    if d not in dead and req != MPI.REQUEST_NULL])
-
-    def _keep(self, keep: list[int]) -> None:
-        self.pending = [self.pending[i] for i in keep]
-        self.buffers = [self.buffers[i] for i in keep]
-        self.dests = [self.dests[i] for i in keep]
-
-    def drain(self) -> None:
-        """Wait for every send without hot-spinning."""
-        backoff = Backoff()
-        while self.pending or (self.holdback is not None and self.holdback.queues):
-            self.prune()
-            if self.pending:
-                backoff.wait()
-
-
 class WorkerError(RuntimeError):
     """An exception raised on a worker, carried back to the master with its rank."""
 
     def __init__(self, rank: int, text: str) -> None:
         super().__init__(f"worker rank {rank} failed:\n{text}")
-        self.rank = rank
+        self.rank, self.text = rank, text
 
 
 def object_frames(obj: object) -> tuple[bytes, list[memoryview]]:

@@ -26,21 +26,13 @@ from ..core.protocol import (
 from ..core.setup import PIECE_FLUSH_S, WorkerSetup
 from ..core.trace import DROPPED, PURGED, TraceEntry
 from ..jobs import AnyJob, GradientJob, kernel_for
-from ..jobs.coded import take_rows
+from ..jobs.rows import take_rows
 from ..jobs.task import Block, Terms
+from .outbox import Outbox
 from .pieces import run_pieces
 from .tasks import run_tasks
-from .transport import (
-    Backoff,
-    Outbox,
-    ProcessesFailed,
-    as_failure,
-    blocking_mpi,
-    failures_raised,
-    receive,
-    wait_buffer,
-    wait_object,
-)
+from .transport import ProcessesFailed, as_failure, failures_raised, receive, wait_buffer, wait_object
+from .waits import Backoff, blocking_mpi
 
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..balance import Splitter
+from ..balance.splitter import Splitter
 from ..codes import Code
 from ..core import events as ev
 from ..core.pieces import PieceTable
@@ -292,7 +292,7 @@ def expected_iteration_time(code: Code, delay: DelayModel, loads: np.ndarray,
                             iterations: int = 200) -> float:
     """Mean simulated iteration time (model time) of ``code`` with a fixed split ``loads`` -
     the simulator's figure beside each candidate of the code-parameter search."""
-    from ..balance import split_schedule
+    from ..balance.split import split_schedule
 
     fixed = Code(code.name, code.B, split_schedule(loads, code.n_tasks), code.target,
                  code.decoder_cls, code.params, code.messages)

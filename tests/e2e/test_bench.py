@@ -12,7 +12,8 @@ import pytest
 
 from mpicoded.jobs import synthetic
 from mpicoded.jobs.logreg import REG, default_lr
-from mpicoded.launcher import mpi_env, run_mpi
+from mpicoded.launcher.command import mpi_env
+from mpicoded.launcher.process import run_mpi
 
 
 def test_plain_mpi4py_baseline_trains_like_gradient_descent():
@@ -33,7 +34,7 @@ def test_plain_mpi4py_baseline_trains_like_gradient_descent():
 def test_real_stragglers_bench_runs(tmp_path):
     """Every scheme of bench real-stragglers runs under CPU quotas (root, cgroups): tiny data,
     mild quotas (a rank at 5% of a core takes seconds just to import numpy)."""
-    from mpicoded.throttle import ThrottleError, find_controller
+    from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
         find_controller()
@@ -143,7 +144,7 @@ def test_straggler_tax_bench_runs(tmp_path):
     """bench straggler-tax on tiny data (root, cgroups): the schemes and patterns asked for
     run under their quotas, each tax is over uncoded with no straggler, and partial work
     counts its rows."""
-    from mpicoded.throttle import ThrottleError, find_controller
+    from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
         find_controller()
@@ -169,7 +170,7 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
     """bench straggler-tax --job pagerank on a tiny graph (root, cgroups): uncoded and partial
     mds and spread run, the partial runs count the blocks' rows they computed against the
     matrix's."""
-    from mpicoded.throttle import ThrottleError, find_controller
+    from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
         find_controller()
@@ -199,7 +200,7 @@ def test_ddp_bench_runs(tmp_path):
     run with and without the straggler, on one loss curve (both decode the exact gradient),
     and each reaches the target loss."""
     pytest.importorskip("torch", reason="needs the torch extra")
-    from mpicoded.throttle import ThrottleError, find_controller
+    from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
         find_controller()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mpicoded.launcher import finish_mpi, kill_group, start_mpi
+from mpicoded.launcher.process import finish_mpi, kill_group, start_mpi
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(

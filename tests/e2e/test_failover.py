@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpicoded.launcher import finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
+from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
+from mpicoded.launcher.procs import rank_pids
 
 # frc, s = 1, groups {1, 2} {3, 4} {5, 6} by rank: rank 1 leaves its group to become the master,
 # and rank 4, 5x slower, stays skippable (rank 3 covers for it), so the run keeps its pace

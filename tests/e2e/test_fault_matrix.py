@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mpicoded.bench.faults import mpi_loaded, run_cell
-from mpicoded.launcher import rank_pids
+from mpicoded.launcher.procs import rank_pids
 
 ITERATIONS = 20
 

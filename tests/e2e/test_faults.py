@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from mpicoded.launcher import finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
+from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
+from mpicoded.launcher.procs import rank_pids
 
 GFRC = ["--code", "gfrc", "--stragglers", "3", "--delay", "persistent", "--task-time", "0.005",
         "--samples", "4000", "--features", "20", "--quiet"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpicoded.launcher import run_mpi
+from mpicoded.launcher.process import run_mpi
 
 JOB_FILE = Path(__file__).parents[1] / "ridge_job.py"  # also run as a script: its __main__
 SLOW = ["--code", "gfrc", "--stragglers", "2", "--delay", "persistent", "--task-time", "0.002",

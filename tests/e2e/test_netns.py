@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller, quota_period
+from mpicoded.throttle.cleanup import GROUP_PREFIX
+from mpicoded.throttle.controller import ThrottleError, find_controller
+from mpicoded.throttle.quota import quota_period
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "launch" / "netns-cluster.sh"

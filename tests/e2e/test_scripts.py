@@ -12,7 +12,7 @@ import pytest
 
 from mpicoded import __version__
 from mpicoded.cli import SUBCOMMANDS
-from mpicoded.launcher import mpi_env
+from mpicoded.launcher.command import mpi_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

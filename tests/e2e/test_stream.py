@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mpicoded.launcher import run_mpi
+from mpicoded.launcher.process import run_mpi
 
 
 def train(ranks, *flags, timeout=150):

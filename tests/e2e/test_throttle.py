@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpicoded.launcher import MPIRunTimeout, run_mpi
-from mpicoded.throttle import GROUP_PREFIX, ThrottleError, find_controller
+from mpicoded.launcher.process import run_mpi
+from mpicoded.launcher.timeout import MPIRunTimeout
+from mpicoded.throttle.cleanup import GROUP_PREFIX
+from mpicoded.throttle.controller import ThrottleError, find_controller
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,7 +155,7 @@ def test_a_moving_throttle_changes_which_rank_is_slow(tmp_path):
     its task purged in 27 of them or more, and later another one does (by chance, with each of
     a pair purged half the time, such a window has odds of about 4e-6). A phase holds 60-120
     iterations here, so a machine twice as slow still fits a window in each."""
-    from mpicoded.throttle import parse_schedule
+    from mpicoded.throttle.schedule import parse_schedule
 
     metrics = tmp_path / "run.jsonl"
     done = run_mpi(7, ["-m", "mpicoded.train", "--code", "frc", "--stragglers", "1", "--delay",

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import mpicoded
-from mpicoded.launcher import MPIRunTimeout, finish_mpi, kill_group, rank_pids, run_mpi, start_mpi
+from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
+from mpicoded.launcher.procs import rank_pids
+from mpicoded.launcher.timeout import MPIRunTimeout
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
                     "purged_tasks", "messages", "volume", "missing_partitions", "loss"}
@@ -391,7 +393,7 @@ def test_pagerank_under_spread_shares_a_stragglers_ranges_and_equals_serial(tmp_
 def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     """--throttle (root, cgroups): rank 2 at 5% of a core, nothing injected; partial gfrc s=2
     ends with the static run's theta (the same sum, in another order)."""
-    from mpicoded.throttle import ThrottleError, find_controller
+    from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
         find_controller()

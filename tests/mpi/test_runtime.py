@@ -255,7 +255,7 @@ def test_stop_goes_out_before_the_last_loss_is_computed():
 
     result = bare_master(comm, Ridge(), code, Observers(watch)).run()
     assert kinds == ["ComputeLoss", "ComputeLoss", *["Stop"] * code.n_workers, "ComputeLoss"]
-    assert set(result.worker_counters) == set(range(code.n_workers))
+    assert set(result.counters) == set(range(code.n_workers))
     np.testing.assert_allclose(result.theta, reference_theta(Ridge(), code, 3), rtol=1e-9)
 
 
@@ -282,7 +282,7 @@ def test_wait_modes():
     import os
     import time
 
-    from mpicoded.runtime.transport import Backoff, end_waits, set_wait, waiting
+    from mpicoded.runtime.waits import Backoff, end_waits, set_wait, waiting
 
     local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", MPI.COMM_WORLD.Get_size()))
     assert set_wait("auto") == ("spin" if local <= os.cpu_count() else "yield")
@@ -309,7 +309,7 @@ def test_auto_wait_counts_the_ranks_and_cores_of_this_node():
     and a rank that may run on fewer cores than the node has ranks yields."""
     import os
 
-    from mpicoded.runtime.transport import end_waits, node_load, set_wait
+    from mpicoded.runtime.waits import end_waits, node_load, set_wait
 
     comm = MPI.COMM_WORLD
     local, cores = node_load(comm)
@@ -331,7 +331,7 @@ def test_choosing_a_wait_turns_open_mpis_own_yield_off():
     instead of giving the core away (Open MPI's default when ranks outnumber cores)."""
     import ctypes
 
-    from mpicoded.runtime.transport import _open_pal, end_waits, mpi_yield, set_wait
+    from mpicoded.runtime.waits import _open_pal, end_waits, mpi_yield, set_wait
 
     pal = _open_pal()
     if pal is None:
@@ -395,7 +395,8 @@ def test_a_setup_arrives_with_its_arrays_in_the_buffers_they_came_in():
     the receiver's arrays are views of the buffers the frames were received into (no copy
     after MPI's), equal and writable; the pickle keeps what is not contiguous. On COMM_SELF."""
     from mpicoded.core.protocol import Tag
-    from mpicoded.runtime.transport import Outbox, object_frames, receive
+    from mpicoded.runtime.outbox import Outbox
+    from mpicoded.runtime.transport import object_frames, receive
 
     comm = MPI.COMM_SELF
     rng = np.random.default_rng(0)

@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpicoded.balance import (
-    Estimator,
+from mpicoded.balance.estimator import Estimator
+from mpicoded.balance.search import parameter_search
+from mpicoded.balance.split import (
     Moments,
-    Splitter,
     continuous_split,
     finish_level,
     mismatch,
     optimal_split,
-    parameter_search,
     split_schedule,
     uniform_split,
 )
+from mpicoded.balance.splitter import Splitter
 
 MU = np.array([1.0] * 5 + [2.0] * 5 + [4.0] * 5 + [8.0] * 5)
 C = np.array([2.0] * 5 + [1.0] * 5 + [0.5] * 5 + [0.25] * 5)

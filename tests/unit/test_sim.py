@@ -80,7 +80,8 @@ def test_tolerance_shortens_iterations():
 
 def test_stream_with_splits_and_genie():
     """paper000's profile: the optimal split beats uniform, and no split beats the genie."""
-    from mpicoded.balance import Moments, Splitter
+    from mpicoded.balance.split import Moments
+    from mpicoded.balance.splitter import Splitter
     from mpicoded.delays import PAPER000_PROFILE
     from mpicoded.stream import poisson_arrivals
 

@@ -9,19 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mpicoded.launcher import app_contexts, main, mpirun_command, parse_cli
-from mpicoded.throttle import (
-    Controller,
-    Throttle,
-    check_rank_throttle,
-    controller_candidates,
-    group_name,
-    join_command,
-    parse_host_schedule,
-    parse_schedule,
-    quota_period,
-    remove_groups,
-)
+from mpicoded.launcher.__main__ import main, parse_cli
+from mpicoded.launcher.command import app_contexts, mpirun_command
+from mpicoded.throttle.cleanup import remove_groups
+from mpicoded.throttle.controller import Controller, controller_candidates
+from mpicoded.throttle.groups import Throttle, group_name, join_command
+from mpicoded.throttle.quota import quota_period
+from mpicoded.throttle.schedule import check_rank_throttle, parse_host_schedule, parse_schedule
 
 V1 = Controller(1, Path("/sys/fs/cgroup/cpu"))
 
@@ -254,7 +248,8 @@ def test_bad_schedules_name_the_item(spec, message):
 
 def test_a_throttle_follows_its_schedule(tmp_path):
     """The follower thread writes each change to the group's quota file (a fake v2 hierarchy)."""
-    from mpicoded.throttle import Controller, Throttle
+    from mpicoded.throttle.controller import Controller
+    from mpicoded.throttle.groups import Throttle
 
     schedule = parse_schedule("1=0.5@0.1-0.4", 3)
     throttle = Throttle({}, controller=Controller(2, tmp_path), name="mpicoded-test",
@@ -277,7 +272,8 @@ def test_a_schedule_clock_starts_when_its_file_is_written(tmp_path):
     never ends) start only once the file is not empty: a straggler is not slow to start."""
     import dataclasses
 
-    from mpicoded.throttle import Controller, Throttle
+    from mpicoded.throttle.controller import Controller
+    from mpicoded.throttle.groups import Throttle
 
     clock = tmp_path / "run.jsonl"
     schedule = dataclasses.replace(parse_schedule("workers=0.3,2=0.015@0-", 3), clock=str(clock))
@@ -315,7 +311,7 @@ def test_groups_left_by_a_dead_run_are_swept_when_the_next_one_starts(tmp_path):
     process, one not named the default way, and one with processes in it, stay."""
     import subprocess
 
-    from mpicoded.throttle import sweep_stale
+    from mpicoded.throttle.cleanup import sweep_stale
 
     gone = subprocess.Popen(["true"])
     gone.wait()

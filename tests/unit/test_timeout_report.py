@@ -3,7 +3,7 @@ apart from the ranks' SIGUSR1 answers and their faulthandler stacks, identical s
 
 from __future__ import annotations
 
-from mpicoded.launcher import MPIRunTimeout
+from mpicoded.launcher.timeout import MPIRunTimeout
 
 OUTPUT = """\
 [mpicoded] iteration 5/50

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mpicoded.jobs.coded import kernel_for  # noqa: E402 - after the skip
+from mpicoded.jobs import kernel_for  # noqa: E402 - after the skip
 from mpicoded.jobs.task import run_task  # noqa: E402
 from mpicoded.jobs.torchjob import TorchJob  # noqa: E402
 

@@ -1,0 +1,68 @@
+"""``JOB_KINDS``, the one place a kind of job is registered: ``coded(job, code)`` builds a coded job
+on rank 0 and ``kernel_for(job, data_coded)`` a worker's kernel from its own copy of the job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..codes import Code
+from .coded import Coded
+from .coded_data import CodedLinear, CodedMatVec
+from .coded_results import CodedGradient
+from .kernels import MATVEC_KERNEL, gradient_kernel
+from .kinds import AnyJob, GradientJob, MatVecJob
+from .task import Kernel
+
+
+def _code_gradient(job: GradientJob, code: Code) -> Coded:
+    """A gradient job coded on its results, or on its data where it is linear in theta and
+    that is cheaper."""
+    results = CodedGradient(job, code)
+    if not job.linear or results.remote:
+        return results
+    data = CodedLinear(job, code, results.parts)
+    # data coding multiplies one coded block a task, results coding every partition of its
+    # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)
+    return data if data.entries()[0].mean() <= results.entries()[0].mean() else results
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of job users subclass, registered once: how rank 0 codes one for a run, how a
+    worker computes its tasks, and the code (with parameters) a run gets without --code."""
+
+    base: type
+    coder: Callable[[Any, Code], Coded]
+    kernel: Callable[[Any, bool], Kernel]
+    default_code: str
+    code_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+JOB_KINDS: tuple[JobKind, ...] = (
+    JobKind(GradientJob, _code_gradient, gradient_kernel, "frc"),
+    JobKind(MatVecJob, CodedMatVec, lambda job, data_coded: MATVEC_KERNEL, "mds",
+            MappingProxyType({"target": "each"})),  # each coded block's product is decoded
+)
+
+
+def job_kind(job: object) -> JobKind:
+    """The registered kind ``job`` is of; TypeError naming the base classes if none."""
+    for kind in JOB_KINDS:
+        if isinstance(job, kind.base):
+            return kind
+    bases = " or ".join(f"mpicoded.{kind.base.__name__}" for kind in JOB_KINDS)
+    raise TypeError(f"{type(job).__name__} is not a job: subclass {bases}")
+
+
+def coded(job: object, code: Code) -> Coded:
+    """``job`` coded by ``code``; TypeError if it is not a job, ValueError if they do not fit."""
+    return job_kind(job).coder(job, code)
+
+
+def kernel_for(job: AnyJob, data_coded: bool = False) -> Kernel:
+    """How a worker computes a task of ``job``, row chunk by row chunk; ``data_coded``: a linear
+    gradient job whose tasks hold coded (A, b, c) blocks (``CodedLinear``)."""
+    return job_kind(job).kernel(job, data_coded)

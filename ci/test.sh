@@ -25,8 +25,9 @@ site=$(mktemp -d)
 "$py" -m mkdocs build --strict --quiet -d "$site"
 rm -rf "$site"
 
-echo "== unit tests (no MPI)"
-"$py" -m pytest -q tests/unit "$@"
+echo "== unit tests (no MPI), with the branch coverage of the pure core (a floor of 90%)"
+"$py" -m pytest -q tests/unit --cov=mpicoded/core --cov-branch --cov-fail-under=90 \
+  --cov-report=term:skip-covered "$@"
 
 echo "== MPI tests (pytest-mpi, 4 ranks)"
 # python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -34,6 +35,15 @@ def rank_pids(proc_pid: int) -> dict[int, int]:
         for var in env:
             if var.startswith((b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")):
                 found[int(var.split(b"=")[1])] = int(entry.name)
+    return found
+
+
+def every_rank_pid(proc_pid: int, ranks: int, timeout: float = 30.0) -> dict[int, int]:
+    """``rank_pids`` once all ``ranks`` are found (a rank seen before its exec has mpirun's
+    environment, not its own); what was found by ``timeout`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while len(found := rank_pids(proc_pid)) < ranks and time.monotonic() < deadline:
+        time.sleep(0.05)
     return found
 
 

@@ -25,10 +25,8 @@ FLAGS = ["-m", "mpicoded.train", "--code", "frc", "--stragglers", "1", "--delay"
 
 def kill_master(tmp_path, ft, after=10, flags=FLAGS):
     """Run ``flags`` on 7 ranks; SIGKILL rank 0 once ``after`` iterations are in the metrics.
-    Returns the run's output, the metrics rows, the seconds from the start, and from the
-    kill, to the end."""
+    Returns the run's output, the metrics rows and the seconds from the kill to the end."""
     metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
-    start = time.monotonic()
     proc = start_mpi(7, [*flags, "--metrics", str(metrics), "--output", str(out)], ft=ft)
     try:
         deadline = time.monotonic() + 90
@@ -43,11 +41,11 @@ def kill_master(tmp_path, ft, after=10, flags=FLAGS):
         kill_group(proc)
     end = time.monotonic()
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return done, rows, end - start, end - killed
+    return done, rows, end - killed
 
 
 def test_the_run_survives_its_masters_death(tmp_path):
-    done, rows, elapsed, _ = kill_master(tmp_path, ft=True)
+    done, rows, _ = kill_master(tmp_path, ft=True)
     assert done.returncode == 0, done.output[-3000:]
     assert "the master died; rank 1 took over (5 workers)" in done.output, done.output[-3000:]
     assert "Traceback" not in done.output
@@ -64,19 +62,15 @@ def test_the_run_survives_its_masters_death(tmp_path):
     assert run["record"] == "run" and run["failovers"] == 1 and run["iterations"] == 80 - resumed
     reference = tmp_path / "ref"
     reference.mkdir()
-    start = time.monotonic()
     ref = run_mpi(7, [*FLAGS, "--output", str(reference / "theta.npy")], timeout=120)
-    ref_elapsed = time.monotonic() - start
     assert ref.returncode == 0, ref.output[-3000:]
     theta, expected = np.load(tmp_path / "theta.npy"), np.load(reference / "theta.npy")
     assert np.allclose(theta, expected, rtol=1e-9, atol=0)
-    assert run["final_theta"] == theta.tolist()
-    iteration = ref_elapsed / 80  # generous: start-up included
-    assert elapsed - ref_elapsed < 3.0 + iteration, (elapsed, ref_elapsed)
+    assert run["final_theta"] == theta.tolist()  # what the takeover costs: bench faults
 
 
 def test_without_ulfm_a_dead_master_ends_every_rank_quickly(tmp_path):
-    done, _, _, after_kill = kill_master(tmp_path, ft=False)
+    done, _, after_kill = kill_master(tmp_path, ft=False)
     assert done.returncode != 0
     assert "process rank 0" in done.output and "signal 9" in done.output, done.output[-3000:]
     assert "Traceback" not in done.output
@@ -146,7 +140,7 @@ def test_a_failover_re_splits_an_optimal_split_among_the_survivors(tmp_path):
              "--redundancy", "1.5", "--features", "12", "--samples", "600", "--delay",
              "seed000", "--profile", str(profile), "--time-scale", "0.01", "--split", "optimal",
              "--iterations", "60", "--quiet"]
-    done, rows, _, _ = kill_master(tmp_path, ft=True, flags=flags)
+    done, rows, _ = kill_master(tmp_path, ft=True, flags=flags)
     assert done.returncode == 0, done.output[-3000:]
     assert [r for r in rows if r["record"] == "failover"] and rows[-1]["failovers"] == 1
     assert rows[-1]["final_loads"][0] == 0 and sum(rows[-1]["final_loads"]) == 18

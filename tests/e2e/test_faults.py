@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
-from mpicoded.launcher.procs import rank_pids
+from mpicoded.launcher.procs import every_rank_pid, rank_pids
 
 GFRC = ["--code", "gfrc", "--stragglers", "3", "--delay", "persistent", "--task-time", "0.005",
         "--samples", "4000", "--features", "20", "--quiet"]
@@ -117,11 +117,15 @@ def test_a_worker_falsely_reported_dead_is_left_out_not_a_crash(tmp_path):
         deadline = time.time() + 90
         while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
             time.sleep(0.1)  # iterating
-        victim = rank_pids(proc.pid)[3]
+        victim = every_rank_pid(proc.pid, 7)[3]
         os.kill(victim, signal.SIGSTOP)
-        time.sleep(12)  # three times the detector's timeout at 7 ranks on 2 cores (3.5 s)
-        os.kill(victim, signal.SIGCONT)  # the run (1500 iterations, about 16 s) still going
-        assert proc.poll() is None
+        try:  # stopped until the run has taken it for dead: its failure record is written
+            deadline = time.time() + 60
+            while time.time() < deadline and '"record": "failure"' not in metrics.read_text():
+                time.sleep(0.1)
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        assert proc.poll() is None  # the run (1500 iterations, about 16 s) still going
         done = finish_mpi(proc, timeout=240)
     finally:
         kill_group(proc)

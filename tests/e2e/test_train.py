@@ -12,7 +12,7 @@ import pytest
 
 import mpicoded
 from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
-from mpicoded.launcher.procs import rank_pids
+from mpicoded.launcher.procs import every_rank_pid, rank_pids
 from mpicoded.launcher.timeout import MPIRunTimeout
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
@@ -429,15 +429,20 @@ def test_a_frozen_worker_is_sent_only_the_newest_iteration(tmp_path):
                          "--delay", "persistent", "--task-time", "0.01", "--slow-workers", "6",
                          "--slow-factor", "1",
                          "--iterations", "60", "--quiet", "--metrics", str(metrics)])
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-            metrics.exists() and '"record": "iteration"' in metrics.read_text()):
-        time.sleep(0.01)
-    pid = rank_pids(proc.pid)[2]
-    os.kill(pid, signal.SIGSTOP)
-    time.sleep(1.5)
-    os.kill(pid, signal.SIGCONT)
-    done = finish_mpi(proc, 150)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+                metrics.exists() and '"record": "iteration"' in metrics.read_text()):
+            time.sleep(0.01)
+        pid = every_rank_pid(proc.pid, 7)[2]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)  # the stall under test, not a wait for something
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        done = finish_mpi(proc, 150)
+    finally:
+        kill_group(proc)
     assert done.returncode == 0, done.output[-3000:]
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     run = rows[-1]

@@ -199,3 +199,43 @@ def test_half_results_fill_the_values_section_two_to_a_slot():
                                                                  trace=entries, half=True)))
     assert list(ids) == [7, 3, 0] and len(packed) == 5 and np.array_equal(trace, np.ravel(entries))
     assert np.array_equal(packed.view(np.float32), np.append(np.concatenate(values), 0.0))
+
+
+def test_each_message_to_the_master_becomes_its_event():
+    """A RESULT of the open epoch keeps its values (float32 widened where they travel so), one
+    of another epoch only its ids and entries; PROGRESS, TRACE and STOP_ACK their fields; a
+    late PING nothing; a tag the master never gets is an error."""
+    from mpicoded.core import events as ev
+    from mpicoded.core.protocol import event_of
+
+    entry = TraceEntry(0, 3, 1, 7, 0.5, 0.75, 2, SENT)
+    values = [np.array([1.5, -2.0, 3.25])]
+    half = unpack(Tag.RESULT, pack_result(0, 3, 4, [7], values, 1, [entry], half=True))
+    got = event_of(half, 5, 9.0, 1, half_width=3)
+    assert isinstance(got, ev.ResultArrived) and (got.rank, got.tasks, got.now) == (5, [7], 9.0)
+    assert np.array_equal(got.values, [[1.5, -2.0, 3.25]]) and got.values.dtype == np.float64
+    assert got.entries.tolist() == [list(entry)]
+    stale = event_of(half, 5, 9.0, 2)  # a re-code since: its width may be another's
+    assert stale.tasks == [7] and stale.values is None and stale.entries.tolist() == [list(entry)]
+    progress = event_of(unpack(Tag.PROGRESS, pack_progress(0, 3, 4, 7, 1.5, 0.2, 1)), 5, 0, 1)
+    assert progress == ev.ProgressReported(5, 0, 3, 1, 1.5, 0.2)
+    trace = event_of(unpack(Tag.TRACE, pack_trace(4, [entry])), 5, 0, 1)
+    assert isinstance(trace, ev.TraceArrived) and trace.entries.tolist() == [list(entry)]
+    ack = event_of(unpack(Tag.STOP_ACK, pack_control(worker=4, counters=(1, 2, 3, 4))), 5, 0, 1)
+    assert isinstance(ack, ev.StopAcknowledged) and ack.counters == (1, 2, 3, 4)
+    assert event_of(unpack(Tag.PING, pack_clock(4, 1.0)), 5, 0, 1) is None
+    with pytest.raises(RuntimeError, match="unexpected PURGE from rank 5"):
+        event_of(unpack(Tag.PURGE, pack_control(0, 3)), 5, 0, 1)
+
+
+def test_the_lists_of_iterates_withheld_are_those_last_sent():
+    """An ITERATE withheld with the ASSIGN that replaced its list: the ASSIGN's list counts; a
+    PURGE among them changes nothing; each iteration once."""
+    from mpicoded.core.protocol import withheld_lists
+
+    theta = np.zeros(2)
+    sent = [(pack_iterate(0, 5, theta, {2: (1, 2, 3), 3: (4,)}), Tag.ITERATE),
+            (pack_assign(0, 5, (3, 9)), Tag.ASSIGN),
+            (pack_iterate(0, 6, theta, {2: (7,)}), Tag.ITERATE),
+            (pack_control(0, 6), Tag.PURGE)]
+    assert withheld_lists(2, sent) == {(0, 5, 0): (3, 9), (0, 6, 0): (7,)}

@@ -44,3 +44,30 @@ def test_the_replay_command(tmp_path, capsys):
     (tmp_path / "metrics.jsonl").write_text('{"record": "iteration"}\n')
     assert main([str(tmp_path / "metrics.jsonl")]) == 2
     assert "not an event log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("job", "code"), [
+    ("logreg", ("gfrc", {"stragglers": 2})), ("pagerank", ("mds", {"stragglers": 1}))])
+def test_a_jobs_shape_cuts_and_recodes_it_as_the_job_does(job, code):
+    """A replay runs on the job's shape alone: its pieces, default chunks, tasks' work and a
+    re-code's partitions are the job's own (results coded, and data coded)."""
+    import numpy as np
+
+    from mpicoded.codes import make_code, rebuild
+    from mpicoded.core.shape import Shape
+    from mpicoded.jobs import LogReg, PageRank, coded
+
+    built = make_code(code[0], 6, **code[1])
+    real = coded(LogReg(samples=3000, features=8) if job == "logreg" else PageRank(nodes=600),
+                 built)
+    for survivors in (5, 4):  # as first coded, then re-coded for 5 survivors
+        shape = Shape(built, **real.shape())
+        chunk = real.default_chunk_rows()
+        assert shape.default_chunk_rows() == chunk
+        mine, theirs = shape.pieces(chunk, fit=True), real.pieces(chunk, fit=True)
+        assert mine.params["pieces"] == theirs.params["pieces"]
+        assert mine.schedule == theirs.schedule
+        assert np.array_equal(shape.task_cost(), real.task_cost())
+        built = rebuild(built, survivors)
+        real, shape = real.recoded(built), shape.recoded(built)
+        assert list(shape.rows) == real.shape()["rows"] and shape.height == real.shape()["height"]

@@ -234,20 +234,6 @@ def test_soak_10000_iterations(tmp_path):
     assert np.allclose(long["final_theta"], serial_logreg(10000), rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("split", ["adaptive", "optimal"])
-def test_a_dead_worker_s_load_is_split_among_the_living(tmp_path, split):
-    profile = tmp_path / "p.json"
-    profile.write_text(json.dumps([{"mu": 1, "c": 0.1}] * 3 + [{"mu": 3, "c": 0.1}] * 3))
-    flags = ["--job", "linreg", "--code", "mds", "--partitions", "12", "--redundancy", "1.5",
-             "--features", "12", "--samples", "600", "--delay", "seed000", "--profile",
-             str(profile), "--time-scale", "0.01", "--split", split, "--iterations", "20",
-             "--kill-worker", "6@3", "--quiet"]
-    its, run, _ = train(7, flags, tmp_path, split)
-    assert run["failed_workers"] == 1 and run["recodes"] == 0 and len(its) == 20
-    loads = run["final_loads"]
-    assert loads[5] == 0 and sum(loads) == 18
-
-
 def test_a_recode_keeps_the_adaptive_split(tmp_path):
     """4 of 6 workers die at iteration 3 under an adaptive split: the 2 left cannot decode mds
     K = 12 from their share, so the run re-codes, and goes on split adaptively over the
@@ -264,19 +250,6 @@ def test_a_recode_keeps_the_adaptive_split(tmp_path):
     assert run["split"] == "adaptive" and len(loads) in (2, 3)
     assert sum(loads) == 18 and sum(k > 0 for k in loads) == 2  # mds K = 12, Ω = 1.5
     assert run["final_loss"] < run["initial_loss"]
-
-
-def test_partial_work_survives_a_death_beside_a_quiet_straggler(tmp_path):
-    """gfrc s=2 with --partial on, rank 3 sleeping 20x (left out of rounds once quiet) and rank
-    5 killed at iteration 8: its pieces go to the other holders, no re-code, and theta is the
-    fault-free run's within 1e-9."""
-    flags = ["--code", "gfrc", "--stragglers", "2", "--partial", "on", "--delay", "persistent",
-             "--task-time", "0.01", "--slow-workers", "3", "--slow-factor", "20", "--samples",
-             "6000", "--features", "10", "--iterations", "16", "--quiet"]
-    _, ref, _ = train(7, flags, tmp_path, "ref")
-    its, run, _ = train(7, [*flags, "--kill-worker", "5@8"], tmp_path, "kill")
-    assert run["failed_workers"] == 1 and run["recodes"] == 0 and len(its) == 16
-    assert np.allclose(run["final_theta"], ref["final_theta"], rtol=1e-9, atol=1e-12)
 
 
 def test_pagerank_partial_work_re_codes_past_its_tolerance(tmp_path):

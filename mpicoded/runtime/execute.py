@@ -121,7 +121,7 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
         resume = plan.resume
     session = Session(_settings(plan, resume, adopt))
     trace = TaskTrace() if opts.trace else None
-    master = Master(comm, session, Observers(), plan.delay, not opts.no_purge, plan.arrivals_s,
+    master = Master(comm, session, Observers(), plan.delay, plan.arrivals_s,
                     plan.kill_at, (opts.checkpoint, plan.fingerprint) if opts.checkpoint else None,
                     trace)
     write = None if plan.metrics is None else plan.metrics.write

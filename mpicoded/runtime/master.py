@@ -1,6 +1,6 @@
 """Rank 0's executor: receive, turn messages into events, feed the Session, carry out what it
 says over MPI. No decision is made here (``core/session.py`` makes them all); a rank found dead
-by any MPI call becomes a ``WorkerLost`` event, in ``perform``'s one place."""
+by any MPI call becomes a ``WorkerLost`` event, in ``lost``'s one place."""
 
 from __future__ import annotations
 
@@ -31,18 +31,18 @@ class AllWorkersFailed(RuntimeError):
 
 
 class Master:
-    """Serves one Session over ``comm``: set-ups carry ``delay``, ``purge`` and the kills of
+    """Serves one Session over ``comm``: set-ups carry ``delay`` and the kills of
     ``kill_at``; ``checkpoint`` is (directory, fingerprint); ``arrivals_s`` the jobs' arrivals
     from the run's start; ``trace`` the task trace the observers fill (its clocks set here)."""
 
     def __init__(self, comm: MPI.Comm, session: Session, observers: Observers,
-                 delay: DelayModel, purge: bool, arrivals_s: Sequence[float] | np.ndarray,
+                 delay: DelayModel, arrivals_s: Sequence[float] | np.ndarray,
                  kill_at: dict[int, tuple[int, int]], checkpoint: tuple[str, str] | None,
                  trace: TaskTrace | None) -> None:
         self.comm, self.session, self.observers = comm, session, observers
-        self.delay, self.purge, self.kill_at = delay, purge, kill_at
+        self.delay, self.kill_at = delay, kill_at
         self.arrivals, self.checkpoint, self.trace = list(arrivals_s), checkpoint, trace
-        self.outbox = Outbox(comm, hold_back=purge, on_withheld=self.withheld)
+        self.outbox = Outbox(comm, hold_back=session.settings.purge, on_withheld=self.withheld)
         self.events: deque[ev.Event] = deque()
         self.feeding = False
         self.t0 = time.perf_counter()
@@ -78,10 +78,11 @@ class Master:
             if got is not None:
                 backoff.reset()
                 self.message(*got)
-            elif not self.due():
-                self.max_pending = max(self.max_pending, len(self.outbox.pending))
-                self.call(self.outbox.prune)
-                backoff.wait()
+            if self.due() or got is not None:  # due on every pass: traffic must not delay it
+                continue
+            self.max_pending = max(self.max_pending, len(self.outbox.pending))
+            self.call(self.outbox.prune)
+            backoff.wait()
         return self.outcome
 
     def due(self) -> bool:
@@ -184,7 +185,8 @@ class Master:
         """Post each target its set-up (non-blocking: a worker hung inside MPI must not hang
         the master); what follows (ITERATEs) arrives after it, MPI keeping one sender's order."""
         self.coded(i.work, i.pieces)
-        shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch, self.purge,
+        shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch,
+                             self.session.settings.purge,
                              i.chunk_rows, i.report_progress, self.trace is not None)
 
         def post(target: ev.Target) -> None:

@@ -200,7 +200,7 @@ def bare_master(comm, job, code, observers=None):
     from mpicoded.runtime.master import Master
 
     session = Session(Settings(code, coded(job, code), iterations=3))
-    return Master(comm, session, observers or Observers(), DelayModel(), True, [0.0], {}, None,
+    return Master(comm, session, observers or Observers(), DelayModel(), [0.0], {}, None,
                   None)
 
 

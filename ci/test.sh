@@ -30,8 +30,8 @@ site=$(mktemp -d)
 "$py" -m mkdocs build --strict --quiet -d "$site"
 rm -rf "$site"
 
-section "unit tests (no MPI), with the branch coverage of the pure core (a floor of 90%)"
-"$py" -m pytest -q tests/unit --cov=mpicoded/core --cov-branch --cov-fail-under=90 \
+section "unit tests (no MPI, one process a core), with the branch coverage of the pure core (a floor of 90%)"
+"$py" -m pytest -q -n auto tests/unit --cov=mpicoded/core --cov-branch --cov-fail-under=90 \
   --cov-report=term:skip-covered "$@"
 
 section "MPI tests (pytest-mpi, 4 ranks)"

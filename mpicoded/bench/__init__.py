@@ -3,9 +3,9 @@
 - ``purge``: one persistent 10x straggler among 6 workers, 50 iterations; uncoded vs frc vs cyclic
   under the same seed, plus frc without purging (how public peers run). Mean iteration time,
   makespan, purged tasks, and each speedup over uncoded.
-- ``overhead``: no injected delay, 20 workers: mpicoded's uncoded iteration time vs a minimal
-  plain-mpi4py gradient loop on the same data, as a ratio taken within alternated rounds
-  (``--repeats``, ``--sizes``).
+- ``overhead``: no injected delay, 20 workers (``--ranks``): mpicoded's uncoded iteration time
+  vs a minimal plain-mpi4py gradient loop on the same data, as a ratio taken within alternated
+  rounds (``--repeats``, ``--sizes``).
 - ``decode``: per-iteration decode time against n_workers, for the structured decoders (gfrc,
   cpgc up to 1000 workers) and the generic one (cyclic, sparse up to 200). No MPI.
 - ``paper001``: paper 001's Fig. 1 on the simulator and on 21 MPI ranks side by side, with PNG
@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                    "ddp: rows, default 60000")
     p.add_argument("--features", type=int, default=100, help="ddp: input features; default 100")
     p.add_argument("--hidden", type=int, default=64, help="ddp: hidden units; default 64")
-    p.add_argument("--ranks", type=int, default=7,
-                   help="straggler-tax, ddp: MPI ranks (a master and ranks - 1 workers; DDP runs "
-                   "ranks - 1 processes); default 7")
+    p.add_argument("--ranks", type=int, default=None,
+                   help="straggler-tax, ddp, overhead: MPI ranks (a master and ranks - 1 workers; "
+                   "DDP runs ranks - 1 processes); default 7, 21 for overhead")
     p.add_argument("--job", choices=("logreg", "pagerank"), default="logreg",
                    help="straggler-tax: the job, logreg (--samples x 100) or pagerank "
                    "(--nodes); default logreg")
@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--repeats {args.repeats} is out of range: allowed >= 1")
     if args.iterations is None:
         args.iterations = DEFAULT_ITERATIONS.get(args.scenario, 0)
+    if args.ranks is None:
+        args.ranks = 21 if args.scenario == "overhead" else 7
     if args.nodes is None:
         args.nodes = PAGERANK_NODES if args.scenario == "straggler-tax" else 120000
     if args.samples is None:

@@ -97,8 +97,8 @@ def bench_overhead(args: argparse.Namespace) -> dict[str, Any]:
                          f"{med['ratio']:.2f}x",
                          f"{ordered[0]['ratio']:.2f}-{ordered[-1]['ratio']:.2f}x",
                          f"{trace_cost:.2f}x"])
-    print(f"overhead: 20 workers, no injected delay, {args.iterations} iterations after "
-          f"{WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "
+    print(f"overhead: {args.ranks - 1} workers, no injected delay, {args.iterations} iterations "
+          f"after {WARMUP} of warm-up on both sides; logreg, uncoded, default flags (loss decoded "
           "with the gradient, metrics and the task trace written); "
           f"{args.repeats} rounds of plain loop, mpicoded, mpicoded --no-trace; the times of "
           "the round with the median ratio (of an even number, the upper), trace on/off the "
@@ -112,7 +112,7 @@ def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index:
     """One round: the plain loop, mpicoded and mpicoded --no-trace, back to back."""
     label = f"overhead {size[1]}x{size[3]}, wait {mode}, round {index + 1}/{args.repeats}"
     print(f"[bench] {label}: plain mpi4py loop ...", file=sys.stderr, flush=True)
-    done = run_mpi(21, ["-m", "mpicoded.bench.baseline", *size, "--warmup", str(WARMUP),
+    done = run_mpi(args.ranks, ["-m", "mpicoded.bench.baseline", *size, "--warmup", str(WARMUP),
                         "--iterations", str(args.iterations)], timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"baseline failed:\n{done.output[-3000:]}")
@@ -120,10 +120,10 @@ def _overhead_round(args: argparse.Namespace, size: list[str], mode: str, index:
     print(f"[bench] {label}: mpicoded uncoded ...", file=sys.stderr, flush=True)
     flags = ["--code", "uncoded", "--delay", "none", "--wait", mode, "--iterations",
              str(WARMUP + args.iterations), *size]
-    run = train_run(21, flags, records=True)
+    run = train_run(args.ranks, flags, records=True)
     steady = steady_iteration_s(run["iteration_records"])
     print(f"[bench] {label}: the same, --no-trace ...", file=sys.stderr, flush=True)
-    untraced = steady_iteration_s(train_run(21, [*flags, "--no-trace"],
+    untraced = steady_iteration_s(train_run(args.ranks, [*flags, "--no-trace"],
                                             records=True)["iteration_records"])
     return {"wait": run["wait"], "plain_mpi4py_s": plain, "mpicoded_s": steady,
             "ratio": steady / plain, "no_trace_s": untraced, "trace_cost": steady / untraced}

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import svds
 
 from .data import Dataset, DatasetError, dataset, mapped, row_chunks
 from .kinds import GradientJob
@@ -22,6 +21,8 @@ def gram_top_eigenvalue(X: Any) -> float:
     if sp.issparse(X):
         if min(X.shape) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
             return float(X.power(2).sum())
+        from scipy.sparse.linalg import svds  # lazily: scipy.linalg weighs on every rank's start
+
         v0 = np.ones(min(X.shape))  # seeded, so every run gets the same step
         return float(svds(X, k=1, v0=v0, return_singular_vectors=False)[0] ** 2)
     gram = np.zeros((X.shape[1], X.shape[1]))

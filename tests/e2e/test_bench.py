@@ -83,13 +83,13 @@ def test_dispatch_bench_runs(tmp_path):
 
 
 def test_overhead_bench_alternates_rounds(tmp_path):
-    """bench overhead on tiny data: every round runs the plain loop, mpicoded and mpicoded
+    """bench overhead on tiny data and 5 ranks: every round runs the plain loop, mpicoded and mpicoded
     --no-trace, its ratios are taken within the round, and the median round is reported."""
     summary = tmp_path / "o.json"
     done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "overhead", "--sizes",
                            "2000x10", "--iterations", "4", "--repeats", "2", "--wait", "sleep",
-                           "--json", str(summary)], capture_output=True, text=True, timeout=600,
-                          env=mpi_env())
+                           "--ranks", "5", "--json", str(summary)], capture_output=True,
+                          text=True, timeout=600, env=mpi_env())
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(summary.read_text())["2000x10"]["sleep"]
     rounds = result["rounds"]
@@ -102,6 +102,7 @@ def test_overhead_bench_alternates_rounds(tmp_path):
     assert result["median_trace_cost"] == pytest.approx(
         (rounds[0]["trace_cost"] + rounds[1]["trace_cost"]) / 2)
     assert "2000 x 10" in done.stdout and "ratio range" in done.stdout
+    assert "overhead: 4 workers" in done.stdout
 
 
 def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):

@@ -80,7 +80,7 @@ def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):
     assert run["final_loss"] < run["initial_loss"]
 
 
-def test_sigkill_a_worker_from_outside(tmp_path, fault_free):
+def test_sigkill_a_worker_from_outside(tmp_path):
     metrics = tmp_path / "outside.jsonl"
     flags = [*GFRC, "--iterations", "300"]  # long enough to strike mid-run
     proc = start_mpi(21, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)], ft=True)

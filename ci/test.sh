@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The one test command: lint, type check (mypy), the docs site (built strictly), unit tests (no
-# MPI), pytest-mpi tests, those and an e2e subset under MPICH (a second venv), end-to-end
-# mpirun tests (the network-namespace ones as root), static checks of docker/ and a real
-# docker-compose cluster, and a real single-node Slurm job (both as root with apt; skipped with
-# a message otherwise). Creates .venv with the test, dev, docs, examples and torch extras on
+# MPI), pytest-mpi tests, end-to-end mpirun tests (the network-namespace ones as root), the
+# pytest-mpi tests and an e2e subset under MPICH (a second venv), static checks of docker/ and a
+# real docker-compose cluster, a real single-node Slurm job and the dashboard in Chromium (as
+# root with apt; skipped with a message otherwise). Creates .venv with the test, dev, docs, examples and torch extras on
 # first use (the end-to-end tests run every example). Extra arguments go to every pytest run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +15,8 @@ py=$VENV/bin/python
 export PATH=$VENV/bin:$PATH
 section() { echo "== $1 (at ${SECONDS} s)"; }
 
-# the later layers' installs, meanwhile (ci/prepare.sh); waited for before the MPICH layer
+# the later layers' installs, meanwhile (ci/prepare.sh): they need none of them until the
+# end-to-end layer is over, and are waited for then
 ./ci/prepare.sh >/tmp/mpicoded-prepare.log 2>&1 &
 prepared=$!
 
@@ -38,6 +39,9 @@ section "MPI tests (pytest-mpi, 4 ranks)"
 # python -m mpi4py makes a failing rank abort the job instead of hanging it; timeout is the backstop.
 timeout -k 10 300 "$VENV/bin/mpirun" -n 4 --oversubscribe \
   "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"
+
+section "end-to-end tests (mpirun in a subprocess; the browser test after Chromium, below)"
+"$py" -m pytest -q tests/e2e --deselect tests/e2e/test_dashboard.py::test_live_dashboard_in_chromium "$@"
 
 wait "$prepared" || true
 cat /tmp/mpicoded-prepare.log
@@ -62,7 +66,5 @@ if ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get
   fi
 fi
 command -v chromium >/dev/null && chromium --version
-
-section "end-to-end tests (mpirun in a subprocess)"
-"$py" -m pytest -q tests/e2e "$@"
+"$py" -m pytest -q tests/e2e/test_dashboard.py::test_live_dashboard_in_chromium "$@"
 section "done"

@@ -4,6 +4,8 @@ the next person who measures."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -14,6 +16,27 @@ from mpicoded.jobs import synthetic
 from mpicoded.jobs.logreg import REG, default_lr
 from mpicoded.launcher.command import mpi_env
 from mpicoded.launcher.process import run_mpi
+
+BUDGET_S = 280  # under pytest's own timeout (300 s), so a bench's timeout is always its own
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m mpicoded.bench ARGS`` in its own session. On a timeout, its or the test's,
+    SIGINT first (the bench's launcher then kills its mpirun groups), SIGKILL 10 s later."""
+    proc = subprocess.Popen([sys.executable, "-m", "mpicoded.bench", *args], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=mpi_env(),
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=BUDGET_S)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_plain_mpi4py_baseline_trains_like_gradient_descent():
@@ -40,10 +63,8 @@ def test_real_stragglers_bench_runs(tmp_path):
         find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "real-stragglers",
-                           "--iterations", "2", "--samples", "4000", "--small-fraction", "0.5",
-                           "--large-fraction", "0.5", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=mpi_env())
+    done = bench("real-stragglers", "--iterations", "2", "--samples", "4000", "--small-fraction",
+                 "0.5", "--large-fraction", "0.5", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads((tmp_path / "real-stragglers.json").read_text())
     assert set(result["small"]) == {"uncoded", "frc", "gfrc", "cpgc 5%", "frc, whole tasks",
@@ -58,9 +79,7 @@ def test_real_stragglers_bench_runs(tmp_path):
 def test_pagerank_bench_runs(tmp_path):
     """bench pagerank on a tiny graph: every code runs, the table and the JSON are written, the
     MDS blocks fill in and the sparse ones do not."""
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "pagerank", "--nodes", "3000",
-                           "--iterations", "3", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, env=mpi_env())
+    done = bench("pagerank", "--nodes", "3000", "--iterations", "3", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads((tmp_path / "pagerank.json").read_text())
     assert set(runs) == {"uncoded", "mds", "sparse"} and "nnz/task" in done.stdout
@@ -72,9 +91,7 @@ def test_dispatch_bench_runs(tmp_path):
     """bench dispatch, few iterations: mpicoded and MPIPoolExecutor both run the tasks and both
     rates are reported."""
     summary = tmp_path / "d.json"
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "dispatch", "--iterations",
-                           "5", "--wait", "sleep", "--json", str(summary)], capture_output=True,
-                          text=True, timeout=600, env=mpi_env())
+    done = bench("dispatch", "--iterations", "5", "--wait", "sleep", "--json", str(summary))
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(summary.read_text())["runs"]
     assert set(runs) == {"mpicoded (sleep)", "MPIPoolExecutor"}
@@ -83,13 +100,12 @@ def test_dispatch_bench_runs(tmp_path):
 
 
 def test_overhead_bench_alternates_rounds(tmp_path):
-    """bench overhead on tiny data and 5 ranks: every round runs the plain loop, mpicoded and mpicoded
-    --no-trace, its ratios are taken within the round, and the median round is reported."""
+    """bench overhead on tiny data and 5 ranks: every round runs the plain loop, mpicoded and
+    mpicoded --no-trace, its ratios are taken within the round, and the median round is
+    reported."""
     summary = tmp_path / "o.json"
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "overhead", "--sizes",
-                           "2000x10", "--iterations", "4", "--repeats", "2", "--wait", "sleep",
-                           "--ranks", "5", "--json", str(summary)], capture_output=True,
-                          text=True, timeout=600, env=mpi_env())
+    done = bench("overhead", "--sizes", "2000x10", "--iterations", "4", "--repeats", "2", "--wait",
+                 "sleep", "--ranks", "5", "--json", str(summary))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(summary.read_text())["2000x10"]["sleep"]
     rounds = result["rounds"]
@@ -110,10 +126,8 @@ def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):
     within 15% of the simulator's over the same iterations (linreg coded on its data: an MCC
     or CPGC task multiplies one block, as the paper models it), and CPGC beats MCC."""
     summary = tmp_path / "p001.json"
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "paper001", "--iterations",
-                           "15", "--tolerances", "0,0.05", "--sim-iterations", "200", "--seed",
-                           "3", "--out", str(tmp_path), "--json", str(summary)],
-                          capture_output=True, text=True, timeout=900, env=mpi_env())
+    done = bench("paper001", "--iterations", "15", "--tolerances", "0,0.05", "--sim-iterations",
+                 "200", "--seed", "3", "--out", str(tmp_path), "--json", str(summary))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads(summary.read_text())
     assert result["failed"] == [] and result["worst_mpi_sim_disagreement"] <= 0.15
@@ -128,10 +142,8 @@ def test_paper000_on_mpi_agrees_with_the_simulator(tmp_path):
     """Paper 000's stream on 21 ranks with K = 100 (mds, Ω = 1.1) and 4 jobs: the in-order
     delay of every split within 15% of the simulator's over the same jobs."""
     summary = tmp_path / "p000.json"
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "paper000", "--jobs", "4",
-                           "--redundancies", "1.1", "--sim-jobs", "20", "--out", str(tmp_path),
-                           "--json", str(summary)],
-                          capture_output=True, text=True, timeout=900, env=mpi_env())
+    done = bench("paper000", "--jobs", "4", "--redundancies", "1.1", "--sim-jobs", "20", "--out",
+                 str(tmp_path), "--json", str(summary))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads(summary.read_text())
     assert result["failed"] == [] and set(result["mpi"]) == {"100/1.1"}
@@ -151,11 +163,9 @@ def test_straggler_tax_bench_runs(tmp_path):
         find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "straggler-tax", "--samples",
-                           "12000", "--iterations", "3", "--schemes", "uncoded,gfrc s=2 partial",
-                           "--patterns", "none,moving", "--settings", "capped", "--cap", "0.5",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600,
-                          env=mpi_env())
+    done = bench("straggler-tax", "--samples", "12000", "--iterations", "3", "--schemes",
+                 "uncoded,gfrc s=2 partial", "--patterns", "none,moving", "--settings", "capped",
+                 "--cap", "0.5", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads((tmp_path / "straggler-tax.json").read_text())
     runs = result["capped"]
@@ -177,12 +187,9 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
         find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "straggler-tax", "--job",
-                           "pagerank", "--nodes", "3000", "--iterations", "3", "--schemes",
-                           "uncoded,mds s=1 partial,spread s=2 partial", "--patterns", "none",
-                           "--settings",
-                           "capped", "--cap", "0.5", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=mpi_env())
+    done = bench("straggler-tax", "--job", "pagerank", "--nodes", "3000", "--iterations", "3",
+                 "--schemes", "uncoded,mds s=1 partial,spread s=2 partial", "--patterns", "none",
+                 "--settings", "capped", "--cap", "0.5", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads((tmp_path / "straggler-tax.json").read_text())
     assert result["settings"]["job"] == "pagerank"
@@ -207,11 +214,9 @@ def test_ddp_bench_runs(tmp_path):
         find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
-    done = subprocess.run([sys.executable, "-m", "mpicoded.bench", "ddp", "--samples", "3000",
-                           "--features", "20", "--hidden", "16", "--iterations", "6", "--ranks",
-                           "5", "--schemes", "gfrc s=2 partial", "--cap", "0.5",
-                           "--small-fraction", "0.2", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=mpi_env())
+    done = bench("ddp", "--samples", "3000", "--features", "20", "--hidden", "16", "--iterations",
+                 "6", "--ranks", "5", "--schemes", "gfrc s=2 partial", "--cap", "0.5",
+                 "--small-fraction", "0.2", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "PyTorch DDP against mpicoded" in done.stdout
     result = json.loads((tmp_path / "ddp.json").read_text())

@@ -213,7 +213,7 @@ def test_soak_2000_iterations_with_a_worker_killed(tmp_path):
     at iteration 700: nothing stale decoded (theta equals a serial run's), outstanding sends
     stay bounded."""
     its, run, _ = train(7, [*SOAK, "--iterations", "2000", "--kill-worker", "3@700"], tmp_path,
-                        "soak", timeout=600)
+                        "soak", timeout=280)
     assert len(its) == 2000 and [r["iteration"] for r in its] == list(range(2000))
     assert run["total_purged_tasks"] > 0 and run["failed_workers"] == 1
     assert run["master_max_pending_sends"] <= 3 * 6
@@ -221,6 +221,7 @@ def test_soak_2000_iterations_with_a_worker_killed(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)  # its runs' own budgets, 600 + 1800 s, come first
 def test_soak_10000_iterations(tmp_path):
     """10,000 iterations with random delays and purges: nothing stale decoded (theta equals a
     serial run's), outstanding sends stay bounded, the master's memory does not grow."""

@@ -58,8 +58,9 @@ class Master:
         self.makespan_s = 0.0
 
     def clock(self) -> float:
-        """Seconds since the run started (since this master began, until then)."""
-        return time.perf_counter() - self.t0
+        """Seconds since the run started: every event's time. 0.0 until then, so that an event
+        before the start (a death during placement) is not later than the start itself."""
+        return time.perf_counter() - self.t0 if self.started else 0.0
 
     def run(self) -> ev.Outcome:
         """Place, run every job, stop every worker (``makespan_s``: from the first ITERATE to
@@ -212,7 +213,8 @@ class Master:
             except ProcessesFailed as exc:
                 self.lost(exc.ranks)
         if sync_clocks and self.trace is not None:
-            self.lost(sync(self.comm, self.outbox, self.session, self.trace, self.clock))
+            self.lost(sync(self.comm, self.outbox, self.session, self.trace,
+                           lambda: time.perf_counter() - self.t0))
         start = time.perf_counter()
         if self.trace is not None:
             self.trace.shift(start - self.t0)

@@ -3,7 +3,8 @@ world rank 6 SIGKILLed from outside during start-up (MPI loading on it, rank 0 n
 yet: a death inside MPI_Init, after which the launcher starts the job again), during placement
 (the moment rank 0 opens the metrics file: the issue's case, a death while the set-ups are
 being sent) and at the shutdown (once the last iteration is recorded), under gfrc on 21 ranks
-with ULFM; each exits 0 with the fault-free theta."""
+with ULFM, and during placement under the adaptive split; each exits 0 with the fault-free
+theta."""
 
 from __future__ import annotations
 
@@ -68,3 +69,20 @@ def test_the_launcher_starts_again_after_a_death_inside_mpi_init():
             proc.wait()
     assert proc.returncode == 0, out[-3000:]
     assert "loss" in out, out[-3000:]  # the new start's summary
+
+
+@pytest.mark.timeout(400)
+def test_an_adaptive_split_survives_a_death_during_placement(tmp_path):
+    """The adaptive split (uncoded, 80 partitions), world rank 6 killed during placement: the
+    death comes before the run's clock starts and must not be stamped later than the start (a
+    stamp on rank 0's earlier clock made every first result look 0.5 s early to the split's
+    estimator, whose negative delays aborted the run)."""
+    free, killed = tmp_path / "free", tmp_path / "killed"
+    free.mkdir()
+    killed.mkdir()
+    cell = run_cell("adaptive split", None, ITERATIONS, free)
+    assert cell.returncode == 0, cell.output[-3000:]
+    cell = run_cell("adaptive split", "placement", ITERATIONS, killed, np.load(free / "theta.npy"))
+    assert cell.killed_s is not None and cell.in_phase, cell.output[-3000:]
+    assert cell.returncode == 0, cell.output[-3000:]
+    assert cell.theta_rel is not None and cell.theta_rel <= 1e-9, cell.theta_rel

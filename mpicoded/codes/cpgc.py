@@ -135,7 +135,7 @@ def _place(matchings: _Matchings, preferred: tuple[str, int] | None, workers: ra
         for shift in range(len(workers)):
             if fits(moved := shifted(pairs, shift)):
                 return name, str(shift), moved
-    from scipy.optimize import linear_sum_assignment  # lazily: 0.3 s of every rank's start
+    from scipy.optimize import linear_sum_assignment  # here: a rare path, kept out of every rank's start
 
     for name, pairs in matchings:
         cost = np.array([[clash(w, p) for p in pairs] for w in workers], dtype=float)

@@ -1,7 +1,7 @@
 """What watches a session (no MPI, no clock; output through the logger and the callables
 given): each observer is called with every event and the instructions the Session gave for it,
-by the MPI executor. The load
-split is not one of them: it decides schedules, so the Session owns it."""
+by the MPI executor. The load split is not one of them: it decides schedules, so the Session
+owns it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The three index spaces a worker has, named by one small mapping (pure: no MPI).
 
-A worker's **index** is its place in the current code (what the ``Session``'s bookkeeping, the load
-split and the code speak of); its **rank** is where messages to it go, in the run's communicator
-(after a failover, the shrunken one's); its **world rank** is its identity for the whole run,
+A worker's **index** is its place in the current code (what the ``Session``'s bookkeeping,
+the load split and the code speak of); its **rank** is where messages to it go, in the run's
+communicator (after a failover, the shrunken one's); its **world rank** is its identity for the whole run,
 its rank in the run's first communicator (delays, kills and the task trace are keyed by it).
 """
 

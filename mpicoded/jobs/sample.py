@@ -21,7 +21,7 @@ def gram_top_eigenvalue(X: Any) -> float:
     if sp.issparse(X):
         if min(X.shape) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
             return float(X.power(2).sum())
-        from scipy.sparse.linalg import svds  # lazily: scipy.linalg weighs on every rank's start
+        from scipy.sparse.linalg import svds  # here: kept out of every rank's start
 
         v0 = np.ones(min(X.shape))  # seeded, so every run gets the same step
         return float(svds(X, k=1, v0=v0, return_singular_vectors=False)[0] ** 2)

@@ -27,6 +27,7 @@ from .common import have_matplotlib, needs_quotas, table, train_run
 PATTERNS = ("none", "fixed", "moving", "two fixed")
 SCHEMES: dict[str, list[str]] = {
     "uncoded": ["--code", "uncoded"],
+    "default": [],  # what a user gets without choosing
     "frc s=1": ["--code", "frc", "--stragglers", "1", "--partial", "off"],
     "gfrc s=1": ["--code", "gfrc", "--stragglers", "1", "--partial", "off"],
     "gfrc s=1 partial": ["--code", "gfrc", "--stragglers", "1", "--partial", "on"],

@@ -1,9 +1,9 @@
 """Which of the master's sends to a worker wait, and which are dropped, while an ITERATE to it
 is still on the wire (pure: no MPI).
 
-An ITERATE past MPI's eager limit (θ of 10^6 doubles) completes only once the worker has taken
-it in. A worker held to 1.5% of a core copied every ITERATE still queued for it, each costing
-a quota period or more, before it could read the STOP behind them. With purging a worker only
+The executor sends an ITERATE synchronously: it completes only once the worker has taken it
+in. A worker held to 1.5% of a core read every ITERATE still queued for it, each costing a
+quota period or more, before it could read the STOP behind them. With purging a worker only
 ever starts the newest iteration, so the master keeps at most one ITERATE a worker on the
 wire: a newer one waits here and replaces any that waited before it. The messages of the
 waiting iteration (its ASSIGNs) wait with it; a PURGE of it, or a STOP, drops it unsent.

@@ -83,7 +83,11 @@ class Outbox:
     def _post(self, buf: Buffer, dest: int, tag: Tag) -> None:
         try:
             kind = MPI.DOUBLE if isinstance(buf, np.ndarray) else MPI.BYTE
-            request = self.comm.Isend([buf, kind], dest=dest, tag=int(tag))
+            # under hold-back an ITERATE is synchronous: complete once the worker has read it,
+            # so that a small θ is held back as a large one is
+            post = (self.comm.Issend if self.holdback is not None and tag == Tag.ITERATE
+                    else self.comm.Isend)
+            request = post([buf, kind], dest=dest, tag=int(tag))
         except MPI.Exception as exc:
             if not is_process_failure(exc):
                 raise

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                    "mpicoded's schemes, default uncoded, frc s=1, gfrc s=2 partial; faults: "
                    "gfrc, mds (pagerank), adaptive split")
     p.add_argument("--patterns", default=None,
-                   help="straggler-tax: none, fixed, moving, two fixed (comma-separated); "
+                   help="straggler-tax: none, fixed, moving, two fixed, stalls (comma-separated); "
                    "faults: the phases a worker is killed at (start-up, placement, first "
                    "iteration, mid-run, re-code, failover, shutdown); default all")
     p.add_argument("--settings", default=None,

@@ -6,7 +6,7 @@ real slow ranks under CPU quotas (cgroups, root). Capped: every worker at the sa
 core, so that the ranks behave as separate machines of one size, the straggler at a fraction
 of that share; uncapped: the six workers share the cores, the straggler at that fraction of one
 core. Patterns: none, one fixed rank, a moving one (a different random worker every 0.4 s), two
-fixed. Per run: the tax of the mean iteration and of the makespan (over uncoded with no
+fixed, short random stalls. Per run: the tax of the mean iteration and of the makespan (over uncoded with no
 straggler, the median of three runs), rows computed over rows in the data, messages an
 iteration and rank 0's CPU a result. The limit with a core per worker and one worker at
 fraction f of its speed is n / (n - 1 + f).
@@ -21,10 +21,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ..delays import keyed_uniform
 from ..throttle.schedule import Schedule, parse_schedule
 from .common import have_matplotlib, needs_quotas, table, train_run
 
-PATTERNS = ("none", "fixed", "moving", "two fixed")
+PATTERNS = ("none", "fixed", "moving", "two fixed", "stalls")
 SCHEMES: dict[str, list[str]] = {
     "uncoded": ["--code", "uncoded"],
     "default": [],  # what a user gets without choosing
@@ -52,6 +55,10 @@ PAGERANK_SCHEMES: dict[str, list[str]] = {  # a matrix-vector job: codes whose t
 }
 JOB_SCHEMES = {"logreg": SCHEMES, "pagerank": PAGERANK_SCHEMES}
 MOVE_PERIOD_S = 0.4
+# short random stalls: every STALL_PERIOD_S each worker, with this probability, 10-40x slower,
+# on top of a mild spread of speeds (each worker 1.1-1.5x slower than the cap, seeded). A
+# period of a few iterations: a stall shorter than a capped rank's quota period does not bite
+STALL_PERIOD_S, STALL_PROBABILITY, SPREAD = 0.2, 0.05, (1.1, 1.5)
 # rows a worker holds by default: as many on 21 ranks as on 7 (weak scaling). With 240000 rows
 # on 20 workers at 0.05 of a core an iteration took 70 ms, and a straggler at 5% of that runs 1
 # ms every 400 ms (the kernel's shortest quota, 1 ms): its bursts set the pace, not its speed
@@ -63,11 +70,17 @@ PAGERANK_NODES = 1_000_000
 BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from run to run
 
 
-def schedule(pattern: str, cap: float | None, fraction: float, ranks: int) -> Schedule | None:
+def schedule(pattern: str, cap: float | None, fraction: float, ranks: int,
+             seed: int = 0) -> Schedule | None:
     """The throttle of a pattern: every worker at ``cap`` (None: uncapped), the straggler(s) at
     ``fraction`` of that from the first iteration on (``train_run`` starts the clock there)."""
     slow = fraction * (cap or 1.0)
     items = [f"workers={cap:g}"] if cap else []
+    if pattern == "stalls":
+        spread = keyed_uniform(seed, 15485863, np.arange(1, ranks))
+        items += [f"{r}={(cap or 1.0) / (SPREAD[0] + (SPREAD[1] - SPREAD[0]) * u):.4g}"
+                  for r, u in enumerate(spread, 1)]
+        items.append(f"stalls={STALL_PROBABILITY:g}/{STALL_PERIOD_S:g}/10-40/{seed}")
     if pattern == "fixed":
         items.append(f"2={slow:g}@0-")
     elif pattern == "two fixed":
@@ -123,7 +136,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
             for name, flags in schemes.items():
                 print(f"[bench] straggler-tax {setting}, {pattern}: {name} ...", file=sys.stderr,
                       flush=True)
-                throttle = schedule(pattern, cap, args.small_fraction, ranks)
+                throttle = schedule(pattern, cap, args.small_fraction, ranks, args.seed)
                 if (name, pattern) == ("uncoded", "none"):  # every tax's denominator: the
                     tries = [measure(ranks, flags, common, throttle)  # median of three runs
                              for _ in range(BASELINE_RUNS)]

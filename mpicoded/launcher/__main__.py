@@ -33,7 +33,9 @@ MPI allowed to run as root when you are root; exits with mpirun's status.
                     RANK=FRACTION@START-END: only from START to END seconds after the launch;
                     workers=FRACTION: every worker rank (machines of one size);
                     move=FRACTION/PERIOD[/SEED]: every PERIOD seconds a different seeded
-                    random worker at FRACTION (a moving straggler)
+                    random worker at FRACTION (a moving straggler);
+                    stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED]: every PERIOD seconds each
+                    worker, with PROBABILITY, LOW to HIGH times slower (short random stalls)
 """
 
 

@@ -40,7 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.add_argument("--hosts", type=int, required=True, help="hosts h0..h{N-1}")
             command.add_argument("spec", metavar="SPEC", help="HOST=FRACTION, "
                                  "HOST=FRACTION@START-END, workers=FRACTION, "
-                                 "move=FRACTION/PERIOD[/SEED], comma-separated")
+                                 "move=FRACTION/PERIOD[/SEED], "
+                                 "stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED], comma-separated")
     args = parser.parse_args(argv)
     try:
         if args.command == "remove":

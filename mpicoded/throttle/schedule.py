@@ -6,8 +6,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..delays import moving_choice
-from .quota import check_fraction
+import numpy as np
+
+from ..delays import keyed_uniform, moving_choice
+from .quota import MIN_FRACTION, check_fraction
 
 Key = int | str  # a rank number (group rank<N>) or a name such as a host h1 (group h1)
 
@@ -31,8 +33,10 @@ class Schedule:
     """Shares of a core over time (seconds from the launch), for ranks (int keys) or hosts
     (``"h1"``): ``base`` throughout (a key not in it is not limited), ``windows`` (key, fraction,
     start, end) in force from start to end, and a ``moving`` straggler (fraction, period, seed):
-    every period a different seeded random one of ``workers`` (``delays.moving_choice``). No
-    windows and no moving straggler: ``static``, fixed quotas. Windows and the moving straggler
+    every period a different seeded random one of ``workers`` (``delays.moving_choice``), and
+    short random ``stalls`` (probability, period, least and most slowdown, seed): every period
+    each worker is, with that probability, that many times slower than its share. None of
+    these: ``static``, fixed quotas. Windows and the moving straggler
     are timed by a ``clock`` that starts at the launch, or (a path) once that file is not
     empty: a run's metrics file, whose first line rank 0 writes as the first iteration starts,
     so that a rank at a thousandth of a core is not also slow to start Python."""
@@ -42,15 +46,16 @@ class Schedule:
     moving: tuple[float, float, int] | None = None
     workers: tuple[Key, ...] = ()
     clock: str | None = None
+    stalls: tuple[float, float, float, float, int] | None = None
 
     @property
     def static(self) -> bool:
-        return not self.windows and self.moving is None
+        return not self.windows and self.moving is None and self.stalls is None
 
     @property
     def keys(self) -> list[Key]:
         """Every rank or host the schedule ever limits (each gets a group)."""
-        moving = set(self.workers) if self.moving is not None else set()
+        moving = set(self.workers) if self.moving is not None or self.stalls else set()
         return sorted(set(self.base) | {w[0] for w in self.windows} | moving,
                       key=lambda key: (str(type(key)), key))
 
@@ -72,14 +77,27 @@ class Schedule:
         moving = self.moving_key(t)
         if moving is not None and self.moving is not None:
             out[moving] = self.moving[0]
+        if self.stalls is not None and t >= 0:
+            for key, slowdown in self.stalled(t).items():
+                out[key] = max((out[key] or 1.0) / slowdown, MIN_FRACTION)
         return out
+
+    def stalled(self, t: float) -> dict[Key, float]:
+        """The workers stalled in the period of time ``t``, and how many times slower."""
+        assert self.stalls is not None
+        probability, period, low, high, seed = self.stalls
+        block = math.floor(t / period + 1e-9)  # a change time computed as k * period is in k
+        draws = keyed_uniform(seed, 104729, block, np.arange(len(self.workers)))
+        sizes = keyed_uniform(seed, 130363, block, np.arange(len(self.workers)))
+        return {key: low + (high - low) * float(size)
+                for key, draw, size in zip(self.workers, draws, sizes, strict=True)
+                if draw < probability}
 
     def next_change(self, t: float) -> float | None:
         """The first time after ``t`` at which a share may change, or None."""
         times = [edge for _, _, start, end in self.windows for edge in (start, end)
                  if t < edge < math.inf]
-        if self.moving is not None:
-            period = self.moving[1]
+        for period in [p[1] for p in (self.moving, self.stalls) if p is not None]:
             times.append((math.floor(t / period) + 1) * period)
         return min(times) if times else None
 
@@ -89,7 +107,8 @@ def parse_schedule(spec: str, ranks: int) -> Schedule:
     ``RANK=FRACTION@START-END`` (seconds from the launch; no END: to the end of the run),
     ``workers=FRACTION`` (every worker
     rank 1..ranks-1, as machines of one size) and ``move=FRACTION/PERIOD[/SEED]`` (a moving
-    straggler among the workers); ValueError naming the bad item."""
+    straggler among the workers) and ``stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED]`` (short random
+    stalls of the workers); ValueError naming the bad item."""
     def rank(name: str, item: str) -> Key:
         if not name.isdigit():
             raise ValueError(f"--throttle {item!r}: RANK must be a rank number 0..{ranks - 1}")
@@ -120,11 +139,13 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
            what: str, example: str) -> Schedule:
     """The schedule of ``spec``: ``key_of(name, item)`` turns a name into a rank or host (or a
     ValueError that says why); ``workers=`` and ``move=`` range over ``workers``."""
-    form = (f"expected {what}=FRACTION, {what}=FRACTION@START-END, workers=FRACTION or "
-            f"move=FRACTION/PERIOD[/SEED], e.g. {example}")
+    form = (f"expected {what}=FRACTION, {what}=FRACTION@START-END, workers=FRACTION, "
+            f"move=FRACTION/PERIOD[/SEED] or stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED], e.g. "
+            f"{example}")
     base: dict[Key, float] = {}
     windows: list[tuple[Key, float, float, float]] = []
     moving: tuple[float, float, int] | None = None
+    stalls: tuple[float, float, float, float, int] | None = None
     every: float | None = None
     for raw in spec.split(","):
         item = raw.strip()
@@ -141,6 +162,9 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
                     raise ValueError
                 moving = (check_fraction(fraction, item), period,
                           int(parts[2]) if len(parts) == 3 else 0)
+                continue
+            if name == "stalls":
+                stalls = parse_stalls(value)
                 continue
             if name == "workers":
                 every = check_fraction(float(value), item)
@@ -167,4 +191,18 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
     if moving is not None and len(workers) < 2:
         raise ValueError(f"--throttle move=...: a moving straggler needs two workers or more, "
                          f"got {len(workers)}")
-    return Schedule(base, tuple(windows), moving, workers)
+    return Schedule(base, tuple(windows), moving, workers, stalls=stalls)
+
+
+def parse_stalls(value: str) -> tuple[float, float, float, float, int]:
+    """``PROBABILITY/PERIOD/LOW-HIGH[/SEED]``: ValueError unless 0 < probability <= 1, the
+    period is positive and 1 <= LOW <= HIGH."""
+    parts = value.split("/")
+    if len(parts) not in (3, 4):
+        raise ValueError
+    probability, period = float(parts[0]), float(parts[1])
+    low, dash, high = parts[2].partition("-")
+    least, most = float(low), float(high) if dash else float(low)
+    if not (0 < probability <= 1 and period > 0 and 1 <= least <= most):
+        raise ValueError
+    return probability, period, least, most, int(parts[3]) if len(parts) == 4 else 0

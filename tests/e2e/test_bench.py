@@ -155,8 +155,8 @@ def test_paper000_on_mpi_agrees_with_the_simulator(tmp_path):
 
 def test_straggler_tax_bench_runs(tmp_path):
     """bench straggler-tax on tiny data (root, cgroups): the schemes and patterns asked for
-    run under their quotas, each tax is over uncoded with no straggler, and partial work
-    counts its rows."""
+    (short random stalls among them) run under their quotas, each tax is over uncoded with no
+    straggler, and partial work counts its rows."""
     from mpicoded.throttle.controller import ThrottleError, find_controller
 
     try:
@@ -164,13 +164,13 @@ def test_straggler_tax_bench_runs(tmp_path):
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
     done = bench("straggler-tax", "--samples", "12000", "--iterations", "3", "--schemes",
-                 "uncoded,gfrc s=2 partial", "--patterns", "none,moving", "--settings", "capped",
-                 "--cap", "0.5", "--out", str(tmp_path))
+                 "uncoded,gfrc s=2 partial", "--patterns", "none,moving,stalls", "--settings",
+                 "capped", "--cap", "0.5", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads((tmp_path / "straggler-tax.json").read_text())
     runs = result["capped"]
-    assert set(runs) == {"uncoded | none", "uncoded | moving", "gfrc s=2 partial | none",
-                         "gfrc s=2 partial | moving"}
+    assert set(runs) == {f"{s} | {p}" for s in ("uncoded", "gfrc s=2 partial")
+                         for p in ("none", "moving", "stalls")}
     assert runs["uncoded | none"]["makespan_tax"] == 1.0
     assert all(r["rows_over_data"] >= 1.0 and r["messages_an_iteration"] > 0
                for r in runs.values())

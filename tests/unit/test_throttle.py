@@ -193,8 +193,8 @@ def test_launcher_cli_error_is_one_line_and_status_2(capsys):
     assert main(["-n", "3", "--throttle", "2=abc", "--", "-m", "mpicoded.train"]) == 2
     err = capsys.readouterr().err
     assert err == ("mpicoded.launcher: error: --throttle '2=abc': expected RANK=FRACTION, "
-                   "RANK=FRACTION@START-END, workers=FRACTION or move=FRACTION/PERIOD[/SEED], "
-                   "e.g. 2=0.25\n")
+                   "RANK=FRACTION@START-END, workers=FRACTION, move=FRACTION/PERIOD[/SEED] or "
+                   "stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED], e.g. 2=0.25\n")
 
 
 def test_quota_files_written_as_the_kernel_reads_them(tmp_path):
@@ -237,8 +237,29 @@ def test_a_schedule_caps_every_worker_and_moves_a_straggler_among_them():
     assert window.next_change(2.5) is None
 
 
+def test_stalls_slow_a_seeded_few_workers_for_one_period_each():
+    """stalls=0.1/0.2/10-40 makes each worker, every 0.2 s, with probability 0.1, 10-40x slower
+    than its share; the same seed draws the same stalls, another seed others."""
+    schedule = parse_schedule("workers=0.3,stalls=0.1/0.2/10-40/3", 7)
+    assert not schedule.static and schedule.keys == [1, 2, 3, 4, 5, 6]
+    assert schedule.at(-1.0) == dict.fromkeys(range(1, 7), 0.3)  # before the clock starts
+    stalled = 0
+    for k in range(500):
+        shares = schedule.at(0.2 * k + 0.1)
+        assert shares == schedule.at(0.2 * k)  # one draw a period
+        slow = {r: f for r, f in shares.items() if f != 0.3}
+        assert all(0.3 / 40 <= f <= 0.3 / 10 for f in slow.values())
+        stalled += len(slow)
+    assert 0.07 < stalled / (500 * 6) < 0.13
+    assert schedule.next_change(0.25) == pytest.approx(0.4)
+    other = parse_schedule("workers=0.3,stalls=0.1/0.2/10-40/4", 7)
+    assert [schedule.at(0.2 * k) for k in range(50)] != [other.at(0.2 * k) for k in range(50)]
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ("move=0.05", "expected RANK=FRACTION"), ("move=0.05/0", "expected RANK=FRACTION"),
+    ("stalls=0.1/0.2", "stalls=PROBABILITY"), ("stalls=0/0.2/10-40", "stalls=PROBABILITY"),
+    ("stalls=0.1/0.2/40-10", "stalls=PROBABILITY"), ("stalls=0.1/0.2/0.5", "stalls=PROBABILITY"),
     ("2=0.05@3-1", "expected RANK=FRACTION"), ("workers=2", "FRACTION must be"),
 ])
 def test_bad_schedules_name_the_item(spec, message):

@@ -173,6 +173,14 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
             if name in schemes and "two fixed" in patterns:
                 summary[setting][f"{name.replace(' ', '_')}_two_fixed"] = runs[
                     f"{name} | two fixed"]["makespan_tax"]
+        worst = {name: max(runs[f"{name} | {p}"]["makespan_tax"] for p in patterns)
+                 for name in schemes if name != "uncoded"}
+        if worst:  # a user picks the scheme before knowing the pattern: its worst case counts
+            best = min(worst, key=worst.__getitem__)
+            print(f"worst makespan tax over {', '.join(patterns)}: "
+                  + ", ".join(f"{n} {t:.2f}" for n, t in sorted(worst.items(), key=lambda x: x[1]))
+                  + f"; best {best}")
+            summary[setting]["worst_makespan_tax"] = worst
         if partial and "none" in patterns:
             summary[setting]["partial_rows_over_data_none"] = max(
                 runs[f"{s} | none"]["rows_over_data"] for s in partial)

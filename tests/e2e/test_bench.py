@@ -174,7 +174,11 @@ def test_straggler_tax_bench_runs(tmp_path):
     assert runs["uncoded | none"]["makespan_tax"] == 1.0
     assert all(r["rows_over_data"] >= 1.0 and r["messages_an_iteration"] > 0
                for r in runs.values())
-    assert "best_partial_makespan_tax" in result["summary"]["capped"]
+    summary = result["summary"]["capped"]
+    assert "best_partial_makespan_tax" in summary
+    assert summary["worst_makespan_tax"] == {"gfrc s=2 partial": max(
+        runs[f"gfrc s=2 partial | {p}"]["makespan_tax"] for p in ("none", "moving", "stalls"))}
+    assert "; best gfrc s=2 partial" in done.stdout
 
 
 def test_straggler_tax_bench_runs_pagerank(tmp_path):

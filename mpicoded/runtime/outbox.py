@@ -41,9 +41,10 @@ class Outbox:
         self.pending: list[MPI.Request] = []
         self.buffers: list[Buffer] = []
         self.dests: list[int] = []
-        # buffers of sends given up on (to a rank found dead or timed out): a hung rank may
-        # still take one in, so MPI may still read it
-        self.orphans: list[Buffer] = []
+        # sends given up on (to a rank found dead or timed out), buffer and request: a hung rank
+        # may still take one in, so MPI may still read it, and a request freed while active
+        # aborts the process when it completes in error (seen with a synchronous ITERATE)
+        self.orphans: list[tuple[Buffer, MPI.Request]] = []
         self.holdback = HoldBack() if hold_back else None
         self.on_withheld = on_withheld
         self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
@@ -165,8 +166,8 @@ class Outbox:
     def forget(self, dead: set[int]) -> None:
         """Stop waiting for the sends to dead (or hung) ranks: they may never complete. Sends
         found done meanwhile go too."""
-        self.orphans += [buf for buf, d in zip(self.buffers, self.dests, strict=True)
-                         if d in dead]
+        self.orphans += [(buf, req) for buf, d, req in zip(self.buffers, self.dests, self.pending,
+                                                           strict=True) if d in dead]
         if self.holdback is not None:
             for dest in dead:
                 self.iterates.pop(dest, None)

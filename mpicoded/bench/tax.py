@@ -6,9 +6,9 @@ real slow ranks under CPU quotas (cgroups, root). Capped: every worker at the sa
 core, so that the ranks behave as separate machines of one size, the straggler at a fraction
 of that share; uncapped: the six workers share the cores, the straggler at that fraction of one
 core. Patterns: none, one fixed rank, a moving one (a different random worker every 0.4 s), two
-fixed, short random stalls. Per run: the tax of the mean iteration and of the makespan (over uncoded with no
-straggler, the median of three runs), rows computed over rows in the data, messages an
-iteration and rank 0's CPU a result. The limit with a core per worker and one worker at
+fixed, short random stalls. Per run: the tax of the mean iteration and of the makespan (over
+uncoded with no straggler, the median of three runs), rows computed over rows in the data,
+messages an iteration and rank 0's CPU a result. The limit with a core per worker and one worker at
 fraction f of its speed is n / (n - 1 + f).
 """
 
@@ -81,7 +81,7 @@ def schedule(pattern: str, cap: float | None, fraction: float, ranks: int,
         items += [f"{r}={(cap or 1.0) / (SPREAD[0] + (SPREAD[1] - SPREAD[0]) * u):.4g}"
                   for r, u in enumerate(spread, 1)]
         items.append(f"stalls={STALL_PROBABILITY:g}/{STALL_PERIOD_S:g}/10-40/{seed}")
-    if pattern == "fixed":
+    elif pattern == "fixed":
         items.append(f"2={slow:g}@0-")
     elif pattern == "two fixed":
         items += [f"2={slow:g}@0-", f"5={slow:g}@0-"]

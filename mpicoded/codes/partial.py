@@ -54,6 +54,33 @@ class PieceDecoder(Decoder):
         pieces: Sequence[Piece] = code.params["pieces"]
         self._left = np.bincount([p.key for p in pieces], minlength=code.n_partitions)
         self._incomplete = int(np.count_nonzero(self._left))
+        self._in_run: set[int] = set()  # pieces received in a run of several
+
+    def add_run(self, tasks: list[int], value: np.ndarray) -> bool:
+        """Pieces ``tasks`` of one partition computed as one sum, ``value``. Those received
+        already, each on its own, are superseded (their values zeroed): every row counts once,
+        and none is subtracted. Runs never overlap (each is of its computer's own share)."""
+        if len(tasks) == 1:
+            return self.add(tasks[0], value)
+        new = [t for t in tasks if t not in self._seen]
+        if self.ready or not new:
+            return self.ready
+        old = [t for t in tasks if t in self._seen]
+        if self._in_run.intersection(old):
+            raise ValueError(f"runs of pieces overlap at {sorted(self._in_run.intersection(old))}")
+        if len({self.code.params["pieces"][t].key for t in tasks}) != 1:
+            raise ValueError(f"a run of pieces spans partitions: {tasks}")
+        value = np.asarray(value, dtype=np.float64)
+        zero = np.zeros_like(value)
+        for t in old:
+            self.values[t] = zero
+        for t in new:
+            self._seen.add(t)
+            self.tasks.append(t)
+            self.values[t] = value if t == new[0] else zero
+            self.ready = self._update(t)
+        self._in_run.update(tasks)
+        return self.ready
 
     def _update(self, task: int) -> bool:
         j = self.code.params["pieces"][task].key

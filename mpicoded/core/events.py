@@ -47,8 +47,9 @@ class JobArrived:
 @dataclass(slots=True)
 class ResultArrived:
     """A RESULT from ``rank``: ``tasks`` of (job, iteration, epoch) done, their ``values`` (a row
-    a task; None where only timing matters: the simulator, a replay), at ``now``; ``entries``:
-    the trace entries it carried (``--trace``)."""
+    a task, or a run of ``runs``; None where only timing matters: the simulator, a replay), at
+    ``now``; ``entries``: the trace entries it carried (``--trace``); ``runs``: the lengths of
+    the runs of pieces ``tasks`` are cut in, each computed as one sum (None: a value a task)."""
 
     rank: int
     job: int
@@ -58,6 +59,7 @@ class ResultArrived:
     values: np.ndarray | None
     now: float
     entries: np.ndarray | None = None
+    runs: tuple[int, ...] | None = None
 
 
 @dataclass(slots=True)

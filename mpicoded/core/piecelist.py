@@ -8,25 +8,50 @@ iteration it ran last (resumed). Between pieces it checks whether the iteration 
 PURGE, a newer ITERATE, STOP) and takes an ASSIGN's list in place of what is left of its own, the
 pieces done meanwhile sent first. Finished pieces go out together at the end of the list, and
 at least every ``flush_s`` seconds.
+
+Pieces are cut fine so that a share can be split, but a job may pay for every call (an autograd
+call each): consecutive pieces of the worker's own share of one partition are computed as one
+run (``Runs``), one call and one value for all, up to about a chunk of rows.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from .inbox import Inbox
 from .protocol import Message, iterate_fields
+
+Run = tuple[int, ...]  # pieces computed as one sum, in order
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Which pieces join into one run: pieces of the worker's ``own`` share (the code's primary
+    list), of one block, rows adjoining, ``rows`` rows in all at most. Only the owner of a
+    share runs its pieces, so two runs never overlap; pieces taken over are computed alone."""
+
+    pieces: Mapping[int, tuple[int, int, int]]  # piece -> (block, first row, end row)
+    own: frozenset[int]
+    rows: int
+
+    def joins(self, run: list[int], piece: int) -> bool:
+        if piece not in self.own or run[-1] not in self.own:
+            return False
+        key, start, stop = self.pieces[piece]
+        first, last = self.pieces[run[0]], self.pieces[run[-1]]
+        return key == first[0] and start == last[2] and stop - first[1] <= self.rows
 
 
 class PieceList:
     """The pieces of the iteration under way for the worker of comm rank ``rank``."""
 
-    def __init__(self, rank: int, flush_s: float) -> None:
-        self.rank, self.flush_s = rank, flush_s
+    def __init__(self, rank: int, flush_s: float, runs: Runs | None = None) -> None:
+        self.rank, self.flush_s, self.runs = rank, flush_s, runs
         self.queue: deque[int] = deque()
         self.done: set[int] = set()  # the iteration's pieces computed (sent or about to be)
-        self.unsent: list[int] = []
+        self.unsent: list[Run] = []
         self.last_sent = 0.0
         self.slot = 0  # the next piece's slot in the iteration (its injected delay's key)
         self.resumed = False
@@ -46,16 +71,17 @@ class PieceList:
         self.queue = deque(t for t in tasks if t not in self.done)
         self.unsent, self.last_sent = [], now
 
-    def next(self, inbox: Inbox, interrupted: Callable[[], bool]) -> tuple[list[int], int | None]:
-        """Between pieces: (finished pieces to send first, the piece to compute next). None
-        for the piece: the list is over (its last pieces are in the first part), or the
-        iteration was dropped (``queue`` still holds the list: ``drop`` it)."""
+    def next(self, inbox: Inbox, interrupted: Callable[[], bool]) -> tuple[list[Run],
+                                                                           Run | None]:
+        """Between pieces: (finished runs to send first, the run to compute next). None for
+        the run: the list is over (its last pieces are in the first part), or the iteration
+        was dropped (``queue`` still holds the list: ``drop`` it)."""
         if not self.queue:
             return self._flush(), None
         if self.slot and interrupted():
             return [], None  # the caller drops it
         self.slot += 1
-        send: list[int] = []
+        send: list[Run] = []
         if inbox.assigned is not None:  # pieces handed to it, or taken away
             send = self._flush()
             mine = set(self.queue)
@@ -63,24 +89,28 @@ class PieceList:
             self.dropped += len(mine.difference(self.queue))  # handed to idle holders
             if not self.queue:  # every piece it had left went to idle holders
                 return send, None
-        return send, self.queue.popleft()
+        run = [self.queue.popleft()]
+        while self.runs is not None and self.queue and self.runs.joins(run, self.queue[0]):
+            run.append(self.queue.popleft())
+        return send, tuple(run)
 
-    def finished(self, task: int, now: float) -> list[int]:
-        """``task`` is computed: the pieces to send now (every ``flush_s``), maybe none."""
-        self.done.add(task)
-        self.unsent.append(task)
+    def finished(self, run: Run, now: float) -> list[Run]:
+        """``run`` is computed: the runs to send now (every ``flush_s``), maybe none."""
+        self.done.update(run)
+        self.unsent.append(run)
         return self._flush(now) if now - self.last_sent >= self.flush_s else []
 
-    def drop(self, cut: int | None = None) -> tuple[list[int], list[int]]:
-        """The iteration was dropped (``cut``: the piece under way): the finished pieces not
+    def drop(self, cut: Run | None = None) -> tuple[list[int], list[int]]:
+        """The iteration was dropped (``cut``: the run under way): the finished pieces not
         sent yet, lost, and those never begun."""
-        lost, self.unsent = self.unsent, []
+        lost = [t for run in self.unsent for t in run]
+        self.unsent = []
         left = list(self.queue)
         self.queue.clear()
-        self.dropped += len(left) + len(lost) + (cut is not None)
+        self.dropped += len(left) + len(lost) + (0 if cut is None else len(cut))
         return lost, left
 
-    def _flush(self, now: float | None = None) -> list[int]:
+    def _flush(self, now: float | None = None) -> list[Run]:
         out, self.unsent = self.unsent, []
         if now is not None:
             self.last_sent = now

@@ -18,13 +18,6 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from .events import (
-    Event,
-    ProgressReported,
-    ResultArrived,
-    StopAcknowledged,
-    TraceArrived,
-)
 from .trace import TraceEntry
 
 HEADER = 6
@@ -109,9 +102,11 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
         "the worker's last message", key=True, worker=True, task="trace entries",
         count="task ids",
-        payload=(Section("task ids", Size.COUNT),
-                 Section("values, back to back: float64, or float32 two a slot (the last "
-                         "padded) for a job whose results travel so", Size.REST),
+        payload=(Section("task ids; -(id + 1): a piece computed in one sum with the one "
+                         "before (a run: one value for all)", Size.COUNT),
+                 Section("values (one a task, or a run), back to back: float64, or float32 "
+                         "two a slot (the last padded) for a job whose results travel so",
+                         Size.REST),
                  _ENTRIES)),
     Tag.PURGE: Layout(_TO_WORKER, "drop what is left of (job, iteration)", key=True),
     Tag.STOP: Layout(_TO_WORKER, "finish; the worker answers STOP_ACK and leaves its loop"),
@@ -265,14 +260,39 @@ def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
     return buf
 
 
-def result_fields(msg: Message, half_width: int = 0) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Task ids, values (one row a task, float64) and trace entries (one row each) of a RESULT;
-    ``half_width``: its values are float32 (``pack_result(half=True)``), this many a task."""
-    tasks = [int(t) for t in msg.payload[: msg.count]]
+def run_ids(runs: Sequence[Sequence[int]]) -> list[int]:
+    """The task ids of a RESULT with one value a run (pieces computed as one sum): each run's
+    pieces after its first as -(id + 1)."""
+    return [t if i == 0 else -t - 1 for run in runs for i, t in enumerate(run)]
+
+
+def split_ids(ids: np.ndarray) -> tuple[list[int], tuple[int, ...] | None]:
+    """A RESULT's task ids and, if it has runs (``run_ids``), their lengths; None: a value a
+    task."""
+    tasks = [int(t) for t in ids]
+    if min(tasks, default=0) >= 0:
+        return tasks, None
+    runs: list[int] = []
+    for i, t in enumerate(tasks):
+        if t >= 0:
+            runs.append(1)
+        else:
+            runs[-1] += 1
+            tasks[i] = -t - 1
+    return tasks, tuple(runs)
+
+
+def result_fields(msg: Message, half_width: int = 0) -> tuple[
+        list[int], np.ndarray, np.ndarray, tuple[int, ...] | None]:
+    """Task ids, values (float64, one row a task or, with runs, a run), trace entries (one row
+    each) and the runs' lengths (``split_ids``) of a RESULT; ``half_width``: its values are
+    float32 (``pack_result(half=True)``), this many a value."""
+    tasks, runs = split_ids(msg.payload[: msg.count])
+    rows = len(tasks) if runs is None else len(runs)
     values, trace = _split_trace(msg, msg.payload[msg.count :])
     if half_width:
-        values = values.view(np.float32)[: len(tasks) * half_width].astype(np.float64)
-    return tasks, values.reshape(len(tasks), -1), trace
+        values = values.view(np.float32)[: rows * half_width].astype(np.float64)
+    return tasks, values.reshape(rows, -1), trace, runs
 
 
 def result_trace(msg: Message) -> np.ndarray:
@@ -341,45 +361,3 @@ def progress_fields(msg: Message) -> tuple[float, float]:
 def pack_clock(worker: int, seconds: float) -> np.ndarray:
     """A worker's answer to PING: its clock, ``seconds`` (laid out as ``LAYOUTS`` says)."""
     return pack(-1, -1, 0, -1, worker, np.array([seconds]))
-
-
-def withheld_lists(rank: int, messages: Sequence[tuple[object, Tag]]) -> dict[
-        tuple[int, int, int], tuple[int, ...]]:
-    """The task list of each ITERATE among ``messages`` (buffers and tags sent to comm rank
-    ``rank``, in order), or of the ASSIGN that replaced it, by (job, iteration, epoch)."""
-    lists: dict[tuple[int, int, int], tuple[int, ...]] = {}
-    for buf, tag in messages:
-        assert isinstance(buf, np.ndarray)  # ITERATE, PURGE and ASSIGN are doubles
-        msg = unpack(tag, buf)
-        key = (msg.job, msg.iteration, msg.epoch)
-        if tag == Tag.ITERATE:
-            lists[key] = iterate_fields(msg, rank)[0]
-        elif tag == Tag.ASSIGN and key in lists:
-            lists[key] = assign_fields(msg)
-    return lists
-
-
-def event_of(msg: Message, rank: int, now: float, epoch: int,
-             half_width: int = 0) -> Event | None:
-    """What a message from ``rank`` tells the master, read at ``now``: a RESULT of ``epoch``
-    has its values (float32, ``half_width`` a task, where they travel so); one of another
-    epoch is stale, whatever its width. None for a late PING answer."""
-    tag = msg.tag
-    if tag == Tag.RESULT:
-        if msg.epoch == epoch:
-            tasks, values, entries = result_fields(msg, half_width)
-            return ResultArrived(rank, msg.job, msg.iteration, msg.epoch, tasks, values, now,
-                                 entries)
-        return ResultArrived(rank, msg.job, msg.iteration, msg.epoch,
-                             [int(t) for t in msg.payload[:msg.count]], None, now,
-                             result_trace(msg))
-    if tag == Tag.PROGRESS:
-        return ProgressReported(rank, msg.job, msg.iteration, msg.epoch, *progress_fields(msg))
-    if tag == Tag.TRACE:
-        return TraceArrived(rank, trace_fields(msg))
-    if tag == Tag.STOP_ACK:
-        counters, entries = ack_fields(msg)
-        return StopAcknowledged(rank, counters, entries)
-    if tag == Tag.PING:
-        return None
-    raise RuntimeError(f"master got an unexpected {tag.name} from rank {rank}")

@@ -35,16 +35,25 @@ class Round:
     def key(self) -> tuple[int, int, int]:
         return self.job, self.iteration, self.epoch
 
-    def take(self, worker: int, tasks: list[int], values: object, now: float) -> bool:
-        """Results of ``tasks`` from ``worker`` (``values``: a row each, or None); True once
-        they complete the decode."""
+    def take(self, worker: int, tasks: list[int], values: object, now: float,
+             runs: tuple[int, ...] | None = None) -> bool:
+        """Results of ``tasks`` from ``worker`` (``values``: a row each, or a run of ``runs``
+        each; or None); True once they complete the decode."""
         self.messages += 1
         self.received += len(tasks)
         self.arrivals.setdefault(worker, []).extend([now - self.started] * len(tasks))
         self.outstanding.get(worker, set()).difference_update(tasks)
-        add = self.decoder.add
-        for i, task in enumerate(tasks):
-            if add(task, None if values is None else values[i]):  # type: ignore[index]
+        decoder = self.decoder
+        if values is None or runs is None:
+            for i, task in enumerate(tasks):
+                if decoder.add(task, None if values is None else values[i]):  # type: ignore[index]
+                    return True
+            return False
+        start = 0
+        for i, length in enumerate(runs):
+            run = tasks[start:start + length]
+            start += length
+            if decoder.add_run(run, values[i]):  # type: ignore[index]
                 return True
         return False
 

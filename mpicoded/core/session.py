@@ -250,7 +250,7 @@ class Session:
         assert rnd is not None
         self.totals["messages"] += 1
         self.totals["results_received"] += len(event.tasks)
-        if rnd.take(worker, event.tasks, event.values, event.now):
+        if rnd.take(worker, event.tasks, event.values, event.now, event.runs):
             return self._decoded(rnd, event.now)
         if self.piecework is not None:
             gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live)

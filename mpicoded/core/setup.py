@@ -11,7 +11,10 @@ from ..codes.partial import piece_cost
 from ..delays import DelayModel
 from ..jobs import Coded
 from ..jobs.task import Block, Terms
+from .piecelist import Runs
 from .pieces import PieceTable
+
+RUN_CHUNKS = 1.5  # a run's rows at most, in chunks (as a partition is cut into chunks)
 
 PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
 
@@ -43,6 +46,8 @@ class WorkerSetup:
     # partial work: piece id -> (block key, first row, end row) of every piece it may be sent;
     # finished pieces go out together at the end of its list, and at least every PIECE_FLUSH_S
     pieces: dict[int, tuple[int, int, int]] | None = None
+    # how its own share's pieces join into runs (one call, one value): None, one at a time
+    runs: Runs | None = None
 
 
 @dataclass(frozen=True)
@@ -86,4 +91,7 @@ class SetupShared:
             setup.task_cost = dict(zip(mine, piece_cost(self.pieces)[mine].tolist(),
                                        strict=True))
             setup.result_size = table.value_size or setup.result_size
+            if table.ranges is None and self.chunk_rows > 0 and not self.delay.sleeps:
+                setup.runs = Runs(setup.pieces, frozenset(self.pieces.schedule[index]),
+                                  int(self.chunk_rows * RUN_CHUNKS))
         return setup

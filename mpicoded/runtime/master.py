@@ -15,7 +15,8 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import Tag, event_of, pack_assign, pack_control, pack_iterate, withheld_lists
+from ..core.protocol import Tag, pack_assign, pack_control, pack_iterate
+from ..core.reading import event_of, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
 from ..core.trace import TaskTrace

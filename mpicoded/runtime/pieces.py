@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.protocol import Message, iterate_fields
+from ..core.piecelist import Run
+from ..core.protocol import Message, iterate_fields, run_ids
 from ..core.trace import SENT, TraceEntry
 from ..jobs.task import run_piece
 
@@ -20,6 +21,7 @@ def run_pieces(worker: Worker, msg: Message) -> None:
     setup, delay, plist = worker.setup, worker.setup.delay, worker.pieces
     assert setup.pieces is not None
     theta = iterate_fields(msg, worker.comm.Get_rank())[1]
+    plist.runs = setup.runs
     plist.begin(worker.inbox, msg, time.perf_counter())
     due = worker.begin(msg, theta, plist.resumed)
     if due is None:  # purged before the first piece began
@@ -29,35 +31,39 @@ def run_pieces(worker: Worker, msg: Message) -> None:
     values: dict[int, np.ndarray] = {}
     entries: dict[int, TraceEntry] = {}
 
-    def send(tasks: list[int]) -> None:
-        if tasks:
-            worker.send_result(msg, tasks, [values.pop(t) for t in tasks],
+    def send(runs: list[Run]) -> None:
+        if runs:
+            tasks = [t for run in runs for t in run]
+            worker.send_result(msg, run_ids(runs) if len(tasks) > len(runs) else tasks,
+                               [values.pop(run[0]) for run in runs],
                                [entries.pop(t) for t in tasks if t in entries])
 
     while True:
-        done, task = plist.next(worker.inbox, worker.interrupted)
+        done, run = plist.next(worker.inbox, worker.interrupted)
         send(done)
-        if task is None:
+        if run is None:
             if plist.queue:  # dropped between pieces
                 lost, left = plist.drop()
                 worker.trace_dropped(msg, [entries[t] for t in lost if t in entries], None,
                                      left)
             return
         began, computing = time.perf_counter(), time.monotonic()
-        key, start, stop = setup.pieces[task]
-        values[task] = run_piece(worker.kernel, worker.piece_block(key, start, stop), theta,
-                                 setup.result_size, repeat)
+        key, start, _ = setup.pieces[run[0]]
+        stop = setup.pieces[run[-1]][2]
+        values[run[0]] = run_piece(worker.kernel, worker.piece_block(key, start, stop), theta,
+                                   setup.result_size, repeat)
         worker.rows += stop - start
-        worker.computed += 1
-        if delay.sleeps:
+        worker.computed += len(run)
+        if delay.sleeps:  # runs of one piece (``Runs`` is off)
             model_time = delay.task_delay(setup.worker, msg.job, msg.iteration, plist.slot - 1,
-                                          setup.task_cost[task])
+                                          setup.task_cost[run[0]])
             due += time.monotonic() - computing + delay.seconds(model_time)
             if model_time > 0 and not worker.serve_delay(due):  # cut in an injected delay
-                lost, left = plist.drop(cut=task)
+                lost, left = plist.drop(cut=run)
                 worker.trace_dropped(msg, [entries[t] for t in lost if t in entries],
-                                     (task, began, 1), left)
+                                     (run[0], began, 1), left)
                 return
         if worker.trace is not None:
-            entries[task] = worker.entry(msg, task, began, 1, SENT)
-        send(plist.finished(task, time.perf_counter()))
+            for task in run:
+                entries[task] = worker.entry(msg, task, began, 1, SENT)
+        send(plist.finished(run, time.perf_counter()))

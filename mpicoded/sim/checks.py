@@ -41,9 +41,9 @@ CODES = {"gfrc s=2": ("gfrc", {"stragglers": 2}), "gfrc s=3": ("gfrc", {"straggl
 
 
 def scenario(seed: int) -> Model:
-    """Seed ``seed``'s interleaving: 8, 12 or 21 workers, a code, pieces or whole tasks, a
-    straggler pattern (20 or 200 times slow), the latency, and up to two deaths or a freeze at
-    random moments."""
+    """Seed ``seed``'s interleaving: 8, 12 or 21 workers, a code, pieces (one at a time or in
+    runs) or whole tasks, a straggler pattern (20 or 200 times slow), the latency, and up to
+    two deaths or a freeze at random moments."""
     rng = np.random.default_rng(seed)
     name = sorted(CODES)[seed % len(CODES)]
     family, params = CODES[name]
@@ -66,7 +66,8 @@ def scenario(seed: int) -> Model:
     return Model(code, seed, speeds, pieces=pieces, iterations=int(rng.choice([8, 30])),
                  latency=float(rng.choice([0.05, 0.3, 1.0])),
                  deaths=deaths, freezes=freezes, timeout=5000.0 if freezes else None,
-                 flush=float(rng.choice([0.0, 2.0])), hold_back=bool(rng.random() < 0.5))
+                 flush=float(rng.choice([0.0, 2.0])), hold_back=bool(rng.random() < 0.5),
+                 run_rows=int(rng.choice([0, 6, 12])))
 
 
 def check(seed: int) -> Model:

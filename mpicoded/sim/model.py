@@ -26,7 +26,7 @@ from ..codes import Code
 from ..core import events as ev
 from ..core.holdback import SUPERSEDED, Held, HoldBack
 from ..core.inbox import Inbox
-from ..core.piecelist import PieceList
+from ..core.piecelist import PieceList, Run, Runs
 from ..core.protocol import (
     Message,
     Tag,
@@ -80,7 +80,8 @@ class Linear(Shape):
 @dataclass
 class ModelWorker:
     rank: int
-    setup: tuple[int, Code, Code | None, Linear] | None = None  # epoch, code, pieces, work
+    setup: tuple[int, Code, Code | None, Linear, Runs | None] | None = None  # epoch, code,
+    # pieces, work, how its own share's pieces join into runs
     arrived: deque[Message] = field(default_factory=deque)
     dead: bool = False
     frozen: bool = False
@@ -98,7 +99,7 @@ class Model:
                  iterations: int = 8, latency: float = 0.3, rows: int = 48, chunk: int = 3,
                  deaths: tuple[tuple[float, int], ...] = (), freezes: tuple[tuple[float, int], ...]
                  = (), timeout: float | None = None, flush: float = 0.0,
-                 hold_back: bool = False) -> None:
+                 hold_back: bool = False, run_rows: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
         k = code.n_partitions
         n_rows = rows * k
@@ -110,6 +111,7 @@ class Model:
                                         loss_every=0, iteration_timeout=timeout))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
+        self.run_rows = run_rows  # a run's rows at most (0: pieces one at a time)
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
         self.inboxes = {r: self.inbox(w) for r, w in self.workers.items()}
         self.lists = {r: PieceList(r, flush) for r in self.workers}
@@ -213,7 +215,8 @@ class Model:
     def perform(self, i: ev.Instruction, queue: deque[ev.Event]) -> None:
         if isinstance(i, ev.Place):
             for t in i.targets:
-                setup: Any = (i.epoch, i.code, i.pieces, i.work)  # a SETUP carries an object
+                setup: Any = (i.epoch, i.code, i.pieces, i.work,  # a SETUP carries an object
+                              self.runs(i.pieces, t.worker))
                 self.to_worker(t.rank, Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, setup))
         elif isinstance(i, ev.Iterate):
             buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
@@ -258,29 +261,38 @@ class Model:
                     return
                 self.begin(w, inbox)
                 continue
-            task = self.next_task(w, inbox)
-            if task is None:
+            run = self.next_task(w, inbox)
+            if run is None:
                 inbox.close_current()
                 w.msg = None
                 continue
             assert w.setup is not None
             speed = self.speeds(w.rank, self.now)
-            self.push(self.now + self.rng.exponential(1.0 / speed), "done", (w.rank, task))
+            self.push(self.now + self.rng.exponential(len(run) / speed), "done", (w.rank, run))
             w.busy = True
 
     def begin(self, w: ModelWorker, inbox: Inbox) -> None:
         assert w.msg is not None and w.setup is not None
         if w.setup[2] is not None:
+            self.lists[w.rank].runs = w.setup[4]
             self.lists[w.rank].begin(inbox, w.msg, self.now)
         else:
             w.tasks = deque(iterate_fields(w.msg, w.rank)[0])
 
-    def next_task(self, w: ModelWorker, inbox: Inbox) -> int | None:
+    def runs(self, pieces: Code | None, worker: int) -> Runs | None:
+        """How code worker ``worker`` joins its own share's pieces into runs (None: it does
+        not)."""
+        if pieces is None or not self.run_rows:
+            return None
+        table = {t: (p.key, p.start, p.stop) for t, p in enumerate(pieces.params["pieces"])}
+        return Runs(table, frozenset(pieces.schedule[worker]), self.run_rows)
+
+    def next_task(self, w: ModelWorker, inbox: Inbox) -> Run | None:
         assert w.msg is not None and w.setup is not None
         if w.setup[2] is None:  # whole tasks, each sent when done
             if not w.tasks or inbox.dropped():
                 return None
-            return w.tasks.popleft()
+            return (w.tasks.popleft(),)
         plist = self.lists[w.rank]
         done, task = plist.next(inbox, inbox.dropped)
         self.result(w, done)
@@ -288,35 +300,38 @@ class Model:
             plist.drop()
         return task
 
-    def value(self, w: ModelWorker, task: int) -> np.ndarray:
+    def value(self, w: ModelWorker, run: Run) -> np.ndarray:
         assert w.msg is not None and w.setup is not None
-        _, code, pieces, work = w.setup
+        _, code, pieces, work, _ = w.setup
         theta = iterate_fields(w.msg, w.rank)[1]
         offsets = np.concatenate([[0], np.cumsum(work.rows)])
-        if pieces is not None:
-            p = pieces.params["pieces"][task]
-            return work.rows_value(offsets[p.key] + p.start, offsets[p.key] + p.stop, theta)
+        task = run[0]
+        if pieces is not None:  # a run's pieces: rows of one partition, adjoining
+            p, last = pieces.params["pieces"][task], pieces.params["pieces"][run[-1]]
+            return work.rows_value(offsets[p.key] + p.start, offsets[p.key] + last.stop, theta)
         return np.asarray(sum(code.B[task, j] * work.rows_value(offsets[j], offsets[j + 1], theta)
                               for j in np.flatnonzero(code.B[task])))
 
-    def done(self, rank: int, task: int) -> None:
+    def done(self, rank: int, run: Run) -> None:
         w = self.workers[rank]
         w.busy = False
         if w.dead or w.frozen or w.msg is None:
             return
-        w.values[task] = self.value(w, task)
+        w.values[run[0]] = self.value(w, run)
         assert w.setup is not None
-        sends = [task] if w.setup[2] is None else self.lists[rank].finished(task, self.now)
+        sends = [run] if w.setup[2] is None else self.lists[rank].finished(run, self.now)
         self.result(w, sends)
         self.wake(w)
 
-    def result(self, w: ModelWorker, tasks: list[int]) -> None:
-        if tasks:
+    def result(self, w: ModelWorker, runs: list[Run]) -> None:
+        if runs:
             assert w.msg is not None
             m = w.msg
-            values = np.array([w.values.pop(t) for t in tasks])
+            values = np.array([w.values.pop(run[0]) for run in runs])
+            tasks = [t for run in runs for t in run]
+            lengths = tuple(map(len, runs)) if len(tasks) > len(runs) else None
             self.send("from", w.rank, ev.ResultArrived(w.rank, m.job, m.iteration, m.epoch,
-                                                       list(tasks), values, 0.0))
+                                                       tasks, values, 0.0, runs=lengths))
 
     # ---- the run ---------------------------------------------------------------------------
 

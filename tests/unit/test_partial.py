@@ -78,6 +78,35 @@ def test_the_piece_decode_counts_every_row_once():
     assert dec.results_used == part.n_tasks and len(dec.missing_partitions) == 0
 
 
+def test_a_run_counts_its_rows_once_and_supersedes_pieces_sent_alone():
+    """A holder's run (its own share's pieces of one partition, one value for all) and a
+    helper's pieces of the same rows: whichever comes first, each row counts once; the sum is
+    the exact one, nothing subtracted. A run overlapping another, or spanning partitions, is a
+    bug and refused."""
+    code, part = cut("frc", {"stragglers": 1})
+    vals, each = values_of(part, np.random.default_rng(4))
+    pieces = part.params["pieces"]
+    share = [t for t in part.schedule[0] if pieces[t].key == pieces[part.schedule[0][0]].key]
+    assert len(share) >= 4
+    run = share[:4]
+    dec = part.decoder()
+    dec.add(run[3], vals[run[3]])  # a helper's piece of the far end, first
+    dec.add_run(run, vals[run].sum(axis=0))  # then the holder's run over it
+    dec.add(run[1], vals[run[1]])  # a helper's piece the run has already: dropped
+    for t in range(part.n_tasks):
+        if t not in run:
+            dec.add(t, vals[t])
+    assert dec.ready
+    np.testing.assert_allclose(dec.result(), each.sum(axis=0), rtol=1e-12)
+    again = part.decoder()
+    again.add_run(run[:2], vals[run[:2]].sum(axis=0))
+    with pytest.raises(ValueError, match="overlap"):
+        again.add_run(run[1:3], vals[run[1:3]].sum(axis=0))
+    other = next(t for t in range(part.n_tasks) if pieces[t].key != pieces[run[0]].key)
+    with pytest.raises(ValueError, match="spans"):
+        part.decoder().add_run([run[0], other], vals[run[0]])
+
+
 def test_each_target_and_a_tolerance_leave_incomplete_partitions_out():
     code = make_code("cpgc", 6, load=2)
     part = partial_code(code, ROWS[:6], 250)
@@ -165,6 +194,30 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
     assert isinstance(decoded, ev.Decoded) and (decoded.job, decoded.iteration) == (0, 0)
     assert np.allclose(work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
     assert set(share[:2]) <= decoded.used
+
+
+def test_the_session_decodes_a_run_exactly_after_a_helpers_piece_of_it():
+    """frc s=1: worker 1 sends a piece of its partner's share on its own (taken over), then
+    worker 0, which had it under way, its run of the first three pieces of that share, one
+    value for all: the decode counts every row once, with nothing subtracted."""
+    code, part = cut("frc", {"stragglers": 1}, chunk=100)
+    vals, each = values_of(part, np.random.default_rng(5))
+    d, work = on(part)
+    d.open()
+    pieces = part.params["pieces"]
+    share = [t for t in part.schedule[0] if pieces[t].key == pieces[part.schedule[0][0]].key]
+    run = share[:3]
+    spared = send(d, vals, 1, [run[2]], 1.0)  # worker 0 is told its list without it,
+    assert [a.tasks for a in of(spared, ev.Assign)] == [tuple(t for t in part.schedule[0]
+                                                              if t != run[2])]
+    d.handle(ev.ResultArrived(1, 0, 0, 0, run, vals[run].sum(axis=0, keepdims=True), 1.5,
+                              runs=(3,)))  # but has it under way in its run
+    out: list[ev.Instruction] = []
+    for w in range(part.n_workers):
+        rest = [t for t in part.schedule[w] if t not in run]
+        out += send(d, vals, w, rest, 2.0)
+    assert len(of(out, ev.Decoded)) == 1
+    np.testing.assert_allclose(work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
 
 
 def test_a_dead_holders_pieces_are_handed_to_an_idle_one():

@@ -25,6 +25,7 @@ from mpicoded.core.protocol import (
     progress_fields,
     result_fields,
     result_trace,
+    run_ids,
     trace_fields,
     unpack,
 )
@@ -62,14 +63,30 @@ def test_iterate_task_lists_built_once_follow_a_changed_schedule():
 def test_result_round_trip_single_and_multi():
     values = [np.arange(5.0), np.arange(5.0) * 2]
     msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8, 9], values))
-    tasks, got, trace = result_fields(msg)
+    tasks, got, trace, runs = result_fields(msg)
     assert msg.worker == 6 and tasks == [8, 9] and np.array_equal(got, np.stack(values))
-    assert trace.shape == (0, len(TRACE_FIELDS))
+    assert trace.shape == (0, len(TRACE_FIELDS)) and runs is None
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_a_result_of_runs_has_a_value_a_run(half):
+    """Runs of pieces (each computed as one sum): the ids of a run after its first travel as
+    -(id + 1), and the values, one a run, come back with the runs' lengths; a piece of id 0
+    inside a run is told from the start of one."""
+    runs = [(4, 0, 5), (9,), (2, 3)]
+    values = [np.arange(3.0) + i for i in range(3)]
+    assert run_ids(runs) == [4, -1, -6, 9, 2, -4]
+    msg = unpack(Tag.RESULT, pack_result(0, 2, 6, run_ids(runs), values, trace=ENTRIES,
+                                         half=half))
+    tasks, got, trace, lengths = result_fields(msg, half_width=3 if half else 0)
+    assert tasks == [4, 0, 5, 9, 2, 3] and lengths == (3, 1, 2)
+    assert np.array_equal(got, np.stack(values))
+    assert [TraceEntry(*row) for row in trace.tolist()] == ENTRIES
 
 
 def test_result_carries_trace_entries_after_its_values():
     msg = unpack(Tag.RESULT, pack_result(0, 2, 6, [8], [np.arange(4.0)], trace=ENTRIES))
-    tasks, got, trace = result_fields(msg)
+    tasks, got, trace, _ = result_fields(msg)
     assert tasks == [8] and np.array_equal(got, [np.arange(4.0)])
     assert [TraceEntry(*row) for row in trace.tolist()] == ENTRIES  # field by field, in order
 
@@ -86,7 +103,7 @@ def test_float32_results_take_half_the_slots_and_round_only_to_float32(width, n)
     full = pack_result(0, 2, 6, list(range(n)), values, trace=entries)
     assert len(full) - len(half) == n * width // 2
     msg = unpack(Tag.RESULT, half)
-    tasks, got, trace = result_fields(msg, half_width=width)
+    tasks, got, trace, _ = result_fields(msg, half_width=width)
     assert tasks == list(range(n)) and got.dtype == np.float64 and got.shape == (n, width)
     np.testing.assert_array_equal(got, np.stack(values).astype(np.float32))
     np.testing.assert_allclose(got, np.stack(values), rtol=2**-24)
@@ -206,7 +223,7 @@ def test_each_message_to_the_master_becomes_its_event():
     of another epoch only its ids and entries; PROGRESS, TRACE and STOP_ACK their fields; a
     late PING nothing; a tag the master never gets is an error."""
     from mpicoded.core import events as ev
-    from mpicoded.core.protocol import event_of
+    from mpicoded.core.reading import event_of
 
     entry = TraceEntry(0, 3, 1, 7, 0.5, 0.75, 2, SENT)
     values = [np.array([1.5, -2.0, 3.25])]
@@ -231,7 +248,7 @@ def test_each_message_to_the_master_becomes_its_event():
 def test_the_lists_of_iterates_withheld_are_those_last_sent():
     """An ITERATE withheld with the ASSIGN that replaced its list: the ASSIGN's list counts; a
     PURGE among them changes nothing; each iteration once."""
-    from mpicoded.core.protocol import withheld_lists
+    from mpicoded.core.reading import withheld_lists
 
     theta = np.zeros(2)
     sent = [(pack_iterate(0, 5, theta, {2: (1, 2, 3), 3: (4,)}), Tag.ITERATE),

@@ -10,6 +10,7 @@ follows, and the lines after it are that session's.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -75,7 +76,7 @@ def settings_line(s: Settings, shape: dict[str, Any]) -> dict[str, Any]:
         "iterations": s.iterations, "jobs": s.jobs,
         "resume": None if s.resume is None else list(s.resume[:2]),
         "loss_every": s.loss_every, "checkpoint_every": s.checkpoint_every,
-        "iteration_timeout": s.iteration_timeout, "trace": s.trace,
+        "iteration_timeout": s.iteration_timeout, "trace": s.trace, "run_rows": s.run_rows,
         "adopt": None if s.adopt is None else plain(s.adopt),
         "splitter": None if split is None else {
             "kind": split.kind, "gamma": split.gamma,
@@ -100,7 +101,8 @@ def settings_from(line: dict[str, Any]) -> Settings:
     pieces = shape.pieces(s["chunk_rows"], fit=s["fit_chunks"]) if s["pieces"] else None
     return Settings(code, shape, pieces, s["chunk_rows"], s["fit_chunks"], s["tolerance"],
                     s["purge"], s["iterations"], s["jobs"], resume, s["loss_every"],
-                    s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt)
+                    s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt,
+                    s.get("run_rows", 0))
 
 
 class EventLog:
@@ -128,6 +130,18 @@ def comparable(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def as_logged(row: dict[str, Any], logged: dict[str, Any]) -> dict[str, Any]:
+    """``row`` less the fields a log written before they were added lacks, where they hold
+    their default (the instruction the log has could only have had it)."""
+    kind = getattr(ev, row["type"], None)
+    if not dataclasses.is_dataclass(kind) or not logged:
+        return row
+    defaults = {f.name: f.default for f in dataclasses.fields(kind)
+                if f.default is not dataclasses.MISSING}
+    return {k: v for k, v in row.items()
+            if k in logged or k not in defaults or plain(defaults[k]) != v}
+
+
 def replay(lines: Iterable[str]) -> Iterator[int]:
     """Feed every logged event to a fresh Session (one a settings line); yield the number of
     each line that matched; Mismatch at the first that does not, ValueError (or KeyError) if
@@ -142,8 +156,10 @@ def replay(lines: Iterable[str]) -> Iterator[int]:
             continue
         if session is None:
             raise ValueError(f"line {number}: an event before any settings line")
-        got = [comparable(summary(i)) for i in session.handle(event_from(line["event"]))]
         want = [comparable(i) for i in line["out"]]
+        out = session.handle(event_from(line["event"]))
+        logged = itertools.chain(want, itertools.repeat({}))
+        got = [as_logged(comparable(summary(i)), w) for i, w in zip(out, logged, strict=False)]
         if got != want:
             raise Mismatch(f"line {number}: {line['event']['type']} {line['event']}\n"
                            f"  the log says: {want}\n  replayed:     {got}")

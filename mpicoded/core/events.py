@@ -167,6 +167,7 @@ class Place:
     work: Workload = field(compare=False, repr=False)
     chunk_rows: int
     report_progress: bool = False
+    run_rows: int = 0  # its own share's pieces in runs of at most these rows (``Runs``)
 
 
 @dataclass(frozen=True)

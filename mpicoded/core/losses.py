@@ -10,6 +10,7 @@ import numpy as np
 
 from ..codes import Code, rebuild, rescaled_tolerance
 from .events import Abort, Forget, Instruction, Log, Purge, Record, Tick, WakeAt, WorkerLost
+from .piecelist import run_rows
 from .round import Round
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class Losses:
         s.live = set(range(code.n_workers))
         if s.settings.fit_chunks:  # the survivors' partitions are new: cut them evenly too
             s.chunk_rows = work.default_chunk_rows()
+            s.run_rows = run_rows(s.chunk_rows) if s.run_rows else 0
         s._cut(None if s.pieces is None else work.pieces(s.chunk_rows,
                                                                 fit=s.settings.fit_chunks))
         s.round, s.held = None, []

@@ -24,6 +24,13 @@ from .inbox import Inbox
 from .protocol import Message, iterate_fields
 
 Run = tuple[int, ...]  # pieces computed as one sum, in order
+RUN_CHUNKS = 1.5  # a run's rows at most, in chunks (as a partition is cut into chunks)
+
+
+def run_rows(chunk_rows: int, sleeps: bool = False) -> int:
+    """The rows a run holds at most, for chunks of ``chunk_rows``; 0 (pieces one at a time)
+    where a delay is injected (``sleeps``): each piece has its own."""
+    return 0 if sleeps else int(chunk_rows * RUN_CHUNKS)
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,9 @@ class Settings:
     splitter: Splitter | None = None
     trace: bool = False
     adopt: tuple[dict[int, int], int, bool] | None = None  # after a failover: see ``_begin``
+    # partial work: the rows of a run of a worker's own share at most (``Runs``; with fitted
+    # chunks, of the chunks fitted: ``run_rows``); 0: pieces one at a time
+    run_rows: int = 0
 
 
 class Session:
@@ -99,7 +102,7 @@ class Session:
     def __init__(self, settings: Settings) -> None:
         s = self.settings = settings
         self.code, self.work, self.splitter = s.code, s.work, s.splitter
-        self.tolerance, self.chunk_rows = s.tolerance, s.chunk_rows
+        self.tolerance, self.chunk_rows, self.run_rows = s.tolerance, s.chunk_rows, s.run_rows
         self.ranks = WorkerRanks.first(s.code.n_workers)
         self.epoch = 0
         self.live = set(range(s.code.n_workers))
@@ -161,7 +164,7 @@ class Session:
                                tuple(int(t) for t in chosen[w])) for w in sorted(self.live))
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         return Place(self.epoch, targets, self.code, self.pieces, self.work, self.chunk_rows,
-                     report_progress=adaptive)
+                     report_progress=adaptive, run_rows=self.run_rows)
 
     def _begin(self, event: Begin) -> list[Instruction]:
         """Place the data. After a failover (``adopt``: the survivors' ranks by world rank, the

@@ -14,8 +14,6 @@ from ..jobs.task import Block, Terms
 from .piecelist import Runs
 from .pieces import PieceTable
 
-RUN_CHUNKS = 1.5  # a run's rows at most, in chunks (as a partition is cut into chunks)
-
 PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
 
 
@@ -64,6 +62,7 @@ class SetupShared:
     chunk_rows: int = 0
     report_progress: bool = False  # an adaptive split learns from purged tasks' progress
     trace: bool = False
+    run_rows: int = 0  # partial work: its own share's pieces in runs of at most these rows
 
     def for_worker(self, world_rank: int, index: int, tasks: Sequence[int],
                    kill_at: tuple[int, int] | None = None) -> WorkerSetup:
@@ -91,7 +90,7 @@ class SetupShared:
             setup.task_cost = dict(zip(mine, piece_cost(self.pieces)[mine].tolist(),
                                        strict=True))
             setup.result_size = table.value_size or setup.result_size
-            if table.ranges is None and self.chunk_rows > 0 and not self.delay.sleeps:
+            if table.ranges is None and self.run_rows > 0:
                 setup.runs = Runs(setup.pieces, frozenset(self.pieces.schedule[index]),
-                                  int(self.chunk_rows * RUN_CHUNKS))
+                                  self.run_rows)
         return setup

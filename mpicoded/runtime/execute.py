@@ -78,6 +78,7 @@ def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | 
 def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Settings:
     """The Session's settings from the plan: partial work's pieces cut (from the job's default
     chunks unless --chunk-rows is given), the resume point, a failover's survivors."""
+    from ..core.piecelist import run_rows
     from ..core.session import Settings
 
     opts, job = plan.options, plan.job
@@ -90,7 +91,8 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
         resume=None if resume is None else (resume.job, resume.iteration, resume.theta),
         loss_every=opts.loss_every, checkpoint_every=opts.checkpoint_every if opts.checkpoint
         else 0, iteration_timeout=opts.iteration_timeout, splitter=plan.splitter,
-        trace=bool(opts.trace), adopt=adopt)
+        trace=bool(opts.trace), adopt=adopt,
+        run_rows=run_rows(chunk_rows, plan.delay.sleeps) if opts.partial == "on" else 0)
 
 
 def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],

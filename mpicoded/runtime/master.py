@@ -189,7 +189,7 @@ class Master:
         self.coded(i.work, i.pieces)
         shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch,
                              self.session.settings.purge,
-                             i.chunk_rows, i.report_progress, self.trace is not None)
+                             i.chunk_rows, i.report_progress, self.trace is not None, i.run_rows)
 
         def post(target: ev.Target) -> None:
             head, arrays = object_frames(shared.for_worker(target.world, target.worker,

@@ -108,10 +108,10 @@ class Model:
         self.work = Linear(code, a, b, [len(r) for r in np.array_split(np.arange(n_rows), k)])
         cut = self.work.pieces(chunk) if pieces else None
         self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
-                                        loss_every=0, iteration_timeout=timeout))
+                                        loss_every=0, iteration_timeout=timeout,
+                                        run_rows=run_rows))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
-        self.run_rows = run_rows  # a run's rows at most (0: pieces one at a time)
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
         self.inboxes = {r: self.inbox(w) for r, w in self.workers.items()}
         self.lists = {r: PieceList(r, flush) for r in self.workers}
@@ -216,7 +216,7 @@ class Model:
         if isinstance(i, ev.Place):
             for t in i.targets:
                 setup: Any = (i.epoch, i.code, i.pieces, i.work,  # a SETUP carries an object
-                              self.runs(i.pieces, t.worker))
+                              self.runs(i, t.worker))
                 self.to_worker(t.rank, Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, setup))
         elif isinstance(i, ev.Iterate):
             buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
@@ -279,13 +279,14 @@ class Model:
         else:
             w.tasks = deque(iterate_fields(w.msg, w.rank)[0])
 
-    def runs(self, pieces: Code | None, worker: int) -> Runs | None:
+    def runs(self, place: ev.Place, worker: int) -> Runs | None:
         """How code worker ``worker`` joins its own share's pieces into runs (None: it does
-        not)."""
-        if pieces is None or not self.run_rows:
+        not), as the set-up says."""
+        pieces = place.pieces
+        if pieces is None or not place.run_rows:
             return None
         table = {t: (p.key, p.start, p.stop) for t, p in enumerate(pieces.params["pieces"])}
-        return Runs(table, frozenset(pieces.schedule[worker]), self.run_rows)
+        return Runs(table, frozenset(pieces.schedule[worker]), place.run_rows)
 
     def next_task(self, w: ModelWorker, inbox: Inbox) -> Run | None:
         assert w.msg is not None and w.setup is not None

@@ -10,9 +10,9 @@ import numpy as np
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import partial_code
 from mpicoded.core.inbox import Inbox
-from mpicoded.core.piecelist import PieceList, Runs
+from mpicoded.core.piecelist import PieceList, Runs, run_rows
 from mpicoded.core.protocol import Tag, pack_assign, pack_iterate, unpack
-from mpicoded.core.setup import RUN_CHUNKS, SetupShared
+from mpicoded.core.setup import SetupShared
 from mpicoded.delays import DelayModel
 from mpicoded.jobs import LogReg
 from mpicoded.jobs.coded_results import CodedGradient
@@ -80,14 +80,15 @@ def shared(delay: DelayModel, chunk_rows=10, pieces=True, name="frc"):
     code = make_code(name, 4, stragglers=1)
     job = CodedGradient(LogReg(samples=480, features=3), code)
     cut = job.pieces(chunk_rows) if pieces else None
-    return SetupShared(code, job, delay, cut, chunk_rows=chunk_rows), code, cut
+    return SetupShared(code, job, delay, cut, chunk_rows=chunk_rows,
+                       run_rows=run_rows(chunk_rows, delay.sleeps)), code, cut
 
 
 def test_the_set_up_runs_a_workers_own_share_where_nothing_is_injected():
     setup, code, cut = shared(DelayModel("none"))
     mine = setup.for_worker(2, 1, code.schedule[1])
     assert mine.runs is not None and mine.runs.own == frozenset(cut.schedule[1])
-    assert mine.runs.rows == int(10 * RUN_CHUNKS) and mine.runs.pieces == mine.pieces
+    assert mine.runs.rows == 15 and mine.runs.pieces == mine.pieces
     injected = shared(DelayModel("persistent", task_time=0.01))[0]  # a delay a piece
     assert injected.for_worker(2, 1, code.schedule[1]).runs is None
     whole = shared(DelayModel("none"), pieces=False)[0]

@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                    "gfrc, mds (pagerank), adaptive split")
     p.add_argument("--patterns", default=None,
                    help="straggler-tax: none, fixed, moving, two fixed, stalls (comma-separated); "
-                   "faults: the phases a worker is killed at (start-up, placement, first "
-                   "iteration, mid-run, re-code, failover, shutdown); default all")
+                   "ddp: none, slow, stalls (default none,slow); faults: the phases a worker "
+                   "is killed at (start-up, placement, first iteration, mid-run, re-code, "
+                   "failover, shutdown); default all")
     p.add_argument("--settings", default=None,
                    help="straggler-tax: capped, uncapped (comma-separated); default both")
     p.add_argument("--cap", type=float, default=0.3,

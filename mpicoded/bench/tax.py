@@ -58,7 +58,7 @@ MOVE_PERIOD_S = 0.4
 # short random stalls: every STALL_PERIOD_S each worker, with this probability, 10-40x slower,
 # on top of a mild spread of speeds (each worker 1.1-1.5x slower than the cap, seeded). A
 # period of a few iterations: a stall shorter than a capped rank's quota period does not bite
-STALL_PERIOD_S, STALL_PROBABILITY, SPREAD = 0.2, 0.05, (1.1, 1.5)
+STALL_PERIOD_S, STALL_PROBABILITY, STALL_SLOWDOWN, SPREAD = 0.2, 0.05, "10-40", (1.1, 1.5)
 # rows a worker holds by default: as many on 21 ranks as on 7 (weak scaling). With 240000 rows
 # on 20 workers at 0.05 of a core an iteration took 70 ms, and a straggler at 5% of that runs 1
 # ms every 400 ms (the kernel's shortest quota, 1 ms): its bursts set the pace, not its speed
@@ -70,6 +70,12 @@ PAGERANK_NODES = 1_000_000
 BASELINE_RUNS = 3  # uncoded with no straggler varied 33-40 ms an iteration from run to run
 
 
+def spread(cap: float, workers: int, seed: int) -> list[float]:
+    """The stalls pattern's mild spread: each of ``workers`` at ``cap`` over a seeded 1.1-1.5."""
+    draws = keyed_uniform(seed, 15485863, np.arange(1, workers + 1))
+    return [cap / (SPREAD[0] + (SPREAD[1] - SPREAD[0]) * float(u)) for u in draws]
+
+
 def schedule(pattern: str, cap: float | None, fraction: float, ranks: int,
              seed: int = 0) -> Schedule | None:
     """The throttle of a pattern: every worker at ``cap`` (None: uncapped), the straggler(s) at
@@ -77,10 +83,9 @@ def schedule(pattern: str, cap: float | None, fraction: float, ranks: int,
     slow = fraction * (cap or 1.0)
     items = [f"workers={cap:g}"] if cap else []
     if pattern == "stalls":
-        spread = keyed_uniform(seed, 15485863, np.arange(1, ranks))
-        items += [f"{r}={(cap or 1.0) / (SPREAD[0] + (SPREAD[1] - SPREAD[0]) * u):.4g}"
-                  for r, u in enumerate(spread, 1)]
-        items.append(f"stalls={STALL_PROBABILITY:g}/{STALL_PERIOD_S:g}/10-40/{seed}")
+        items += [f"{r}={share:.4g}" for r, share in enumerate(spread(cap or 1.0, ranks - 1,
+                                                                      seed), 1)]
+        items.append(f"stalls={STALL_PROBABILITY:g}/{STALL_PERIOD_S:g}/{STALL_SLOWDOWN}/{seed}")
     elif pattern == "fixed":
         items.append(f"2={slow:g}@0-")
     elif pattern == "two fixed":

@@ -209,8 +209,8 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
 
 def test_ddp_bench_runs(tmp_path):
     """bench ddp on tiny settings (root, cgroups, torch): PyTorch DDP and an mpicoded scheme
-    run with and without the straggler, on one loss curve (both decode the exact gradient),
-    and each reaches the target loss."""
+    run with and without the straggler and under short random stalls, on one loss curve (both
+    decode the exact gradient), and each reaches the target loss."""
     pytest.importorskip("torch", reason="needs the torch extra")
     from mpicoded.throttle.controller import ThrottleError, find_controller
 
@@ -220,12 +220,13 @@ def test_ddp_bench_runs(tmp_path):
         pytest.skip(f"needs root and cgroups: {exc}")
     done = bench("ddp", "--samples", "3000", "--features", "20", "--hidden", "16", "--iterations",
                  "6", "--ranks", "5", "--schemes", "gfrc s=2 partial", "--cap", "0.5",
-                 "--small-fraction", "0.2", "--out", str(tmp_path))
+                 "--small-fraction", "0.2", "--patterns", "none,slow,stalls",
+                 "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "PyTorch DDP against mpicoded" in done.stdout
     result = json.loads((tmp_path / "ddp.json").read_text())
     runs = result["runs"]
-    assert set(runs) == {f"{s} | {p}" for p in ("none", "slow") for s in (
+    assert set(runs) == {f"{s} | {p}" for p in ("none", "slow", "stalls") for s in (
         "DDP", "mpicoded gfrc s=2 partial")}
     ddp = [loss for _, loss in runs["DDP | none"]["curve"]]  # theta 1..5; mpicoded's: 1..6
     assert len(ddp) == 5

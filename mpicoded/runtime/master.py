@@ -26,6 +26,8 @@ from .outbox import Outbox, each
 from .transport import Buffer, ProcessesFailed, WorkerError, object_frames, receive
 from .waits import Backoff
 
+DRAIN_MAX = 1000  # messages read before a Tick that is due: so much traffic cannot put it off
+
 
 class AllWorkersFailed(RuntimeError):
     """No worker is left to run the job."""
@@ -69,23 +71,31 @@ class Master:
         self.feed(ev.Begin())
         backoff = Backoff()
         while self.outcome is None:
-            try:
-                got = receive(self.comm)
-            except ProcessesFailed as exc:
-                self.lost(exc.ranks)
-                continue
-            except WorkerError as exc:
-                self.feed(ev.WorkerFailed(exc.rank, exc.text))
-                continue
-            if got is not None:
+            got = self.take_in()
+            if got:
                 backoff.reset()
-                self.message(*got)
-            if self.due() or got is not None:  # due on every pass: traffic must not delay it
+            if self.due() or got:  # due on every pass: traffic must not delay it
                 continue
             self.max_pending = max(self.max_pending, len(self.outbox.pending))
             self.call(self.outbox.prune)
             backoff.wait()
         return self.outcome
+
+    def take_in(self) -> bool:
+        """Read one message, if any, and feed what it tells (a death found meanwhile too);
+        whether anything was read or found."""
+        try:
+            got = receive(self.comm)
+        except ProcessesFailed as exc:
+            self.lost(exc.ranks)
+            return True
+        except WorkerError as exc:
+            self.feed(ev.WorkerFailed(exc.rank, exc.text))
+            return True
+        if got is None:
+            return False
+        self.message(*got)
+        return True
 
     def due(self) -> bool:
         """Feed a job's arrival, or a Tick, if one is due; whether one was."""
@@ -96,8 +106,14 @@ class Master:
             self.feed(ev.JobArrived(self.arrived - 1, self.arrivals[self.arrived - 1]))
             return True
         if self.wake is not None and now >= self.wake:
-            self.wake = None
-            self.feed(ev.Tick(now))
+            # what has arrived is read first: a master held up (inside MPI while ULFM names a
+            # death, or descheduled) must not take its own silence for the workers'
+            for _ in range(DRAIN_MAX):
+                if self.outcome is not None or not self.take_in():
+                    break
+            if self.outcome is None and self.wake is not None and self.clock() >= self.wake:
+                self.wake = None
+                self.feed(ev.Tick(self.clock()))
             return True
         return False
 

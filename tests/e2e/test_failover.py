@@ -111,6 +111,37 @@ def test_iteration_timeout_drops_a_silent_worker_without_ulfm(tmp_path):
     assert np.allclose(np.load(out), np.load(tmp_path / "ref.npy"), rtol=1e-9, atol=0)
 
 
+@pytest.mark.timeout(200)
+def test_the_masters_own_stall_is_not_its_workers_silence(tmp_path):
+    """Rank 0 stopped (SIGSTOP) for three iteration timeouts mid-run while every worker sends
+    its results: once it runs again it reads what came meanwhile before it judges silence, so
+    nobody is timed out, nothing is re-coded and the run ends whole. (It used to read one
+    result, tick, and time out every other worker.)"""
+    metrics = tmp_path / "m.jsonl"
+    proc = start_mpi(7, ["-m", "mpicoded.train", "--code", "frc", "--stragglers", "1",
+                         "--delay", "none", "--samples", "20000", "--features", "20",
+                         "--iterations", "400", "--iteration-timeout", "1", "--quiet",
+                         "--metrics", str(metrics)])
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (
+                metrics.exists() and metrics.read_text().count('"record": "iteration"') >= 20):
+            time.sleep(0.02)
+        master = rank_pids(proc.pid)[0]
+        os.kill(master, signal.SIGSTOP)
+        try:
+            time.sleep(3.0)
+        finally:
+            os.kill(master, signal.SIGCONT)
+        done = finish_mpi(proc, timeout=150)
+    finally:
+        kill_group(proc)
+    assert done.returncode == 0, done.output[-3000:]
+    assert "sent nothing" not in done.output, done.output[-3000:]
+    run = json.loads(metrics.read_text().splitlines()[-1])
+    assert run["iterations"] == 400 and run["timed_out_workers"] == [] and run["recodes"] == 0
+
+
 @pytest.mark.parametrize("code", [["--code", "uncoded"], ["--code", "frc", "--stragglers", "1"]])
 def test_a_hung_worker_cannot_hang_the_run(tmp_path, code):
     """Rank 2 hangs inside a task for ever: uncoded, the iteration timeout drops it; frc decodes

@@ -15,6 +15,9 @@ py=$VENV/bin/python
 "$VENV/bin/mpiexec" --version | sed -n 1,2p
 "$py" -c 'from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])'
 
+echo "== mypy against this venv's packages (no torch: an extra is checked only where installed)"
+"$root/.venv/bin/python" -m mypy --python-executable "$py" mpicoded
+
 echo "== MPI tests under MPICH (pytest-mpi, 4 ranks)"
 timeout -k 10 300 "$VENV/bin/mpiexec" -n 4 \
   "$py" -m mpi4py -m pytest -q --with-mpi -p no:cacheprovider tests/mpi "$@"

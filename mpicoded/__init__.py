@@ -33,10 +33,15 @@ def run(job: GradientJob | MatVecJob, comm: MPI.Intracomm | None = None,
     its rank 0 returns the RunResult, the others serve and return None. The options are
     ``python -m mpicoded.train``'s flags, by name: ``run(job, code="gfrc", stragglers=3)``;
     ``callbacks`` are called on rank 0 after every iteration (``runtime.api.run``). MPI is
-    loaded here, not on ``import mpicoded``."""
+    loaded here, not on ``import mpicoded``. A user error is a UsageError naming keywords,
+    told by rank 0 alone."""
+    from .options import UsageError, as_keywords
     from .runtime.api import run as _run
 
-    return _run(job, comm, callbacks, **options)
+    try:
+        return _run(job, comm, callbacks, **options)
+    except UsageError as exc:
+        raise UsageError(as_keywords(str(exc)), echoed=exc.echoed) from None
 
 
 __all__ = ["GradientJob", "IterationRecord", "MatVecJob", "RunResult", "TorchJob",

@@ -37,7 +37,10 @@ def usage() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
+    if not args:  # a usage error, as argparse's own commands treat a missing argument
+        print(usage(), end="", file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help"):
         print(usage(), end="")
         return 0
     if args[0] == "--version":

@@ -185,7 +185,8 @@ class DelayModel:
         elif self.kind in ("persistent", "compute"):
             if self.kind == "persistent":
                 out["task_time"] = self.task_time
-            out |= {"slow_workers": sorted(self.slow), "slow_factor": self.slow_factor,
+            # MPI ranks, as --slow-workers takes them (``slow`` holds code workers: rank - 1)
+            out |= {"slow_workers": sorted(w + 1 for w in self.slow), "slow_factor": self.slow_factor,
                     "slow_from": self.slow_from, "slow_every": self.slow_every}
         return out
 

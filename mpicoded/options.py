@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -23,7 +24,12 @@ from .delays import DELAY_MODELS
 
 
 class UsageError(ValueError):
-    """A user error: reported as one line on rank 0, exit status 2, no traceback."""
+    """A user error: reported as one line on rank 0, exit status 2, no traceback. ``echoed``:
+    raised on a worker because rank 0 refused the run (rank 0's own says why)."""
+
+    def __init__(self, message: str, *, echoed: bool = False) -> None:
+        super().__init__(message)
+        self.echoed = echoed
 
 
 def positive_int(text: str) -> int:
@@ -95,7 +101,8 @@ class RunOptions:
 
     iterations: int = option(50, "default 50", RUN, parse=positive_int)
     code: str | None = option(
-        None, "default frc for a gradient job, mds for a matrix-vector job", CODE,
+        None, "default: the scheme measured best for the job's kind (README, \"The default "
+        "scheme\"), with its --stragglers and partial work", CODE,
         choices=tuple(available_codes()))
     stragglers: int | None = option(
         None, "frc, gfrc, spread, cyclic, mds: stragglers s tolerated; default 3, or the largest "
@@ -167,8 +174,12 @@ class RunOptions:
                                parse=float)
     split: str = option(
         "uniform", "which worker runs which task: uniform (the code's own schedule), optimal "
-        "(from the declared --profile), adaptive (estimated online, starting uniform); default "
-        "uniform", SPLIT, choices=tuple(SPLITS))
+        "(from the declared --profile), adaptive (estimated online, starting uniform); a split "
+        "moves whole tasks: without --code it runs uncoded, 4 partitions a worker, and it "
+        "refuses one task a worker; but adaptive without --code on a gradient job coded on its "
+        "results is partial work over every worker's copy of the data (spread, s = workers - "
+        "1), which follows a straggler that moves; default uniform", SPLIT,
+        choices=tuple(SPLITS))
     gamma: float = option(1.0, "the split equalises mean + gamma * std of each worker's time; "
                           "default 1", SPLIT, parse=float)
     jobs: int = option(1, "jobs in the stream, each --iterations long, served in order; "
@@ -194,8 +205,9 @@ class RunOptions:
     wait: str = option(
         "auto", "how an idle rank waits for messages: spin (a core each, fastest when ranks do "
         "not outnumber cores), yield (the core given away between polls, then sleeping once idle "
-        "for 50 ms), or sleep with a backoff; auto: spin if this node's ranks fit its cores, "
-        "else yield; default auto", RUNTIME, choices=("auto", "spin", "yield", "sleep"))
+        "for 50 ms), or sleep with a backoff; auto: sleep if a rank of this node is held to a "
+        "CPU quota, else spin if this node's ranks fit its cores, else yield; default auto",
+        RUNTIME, choices=("auto", "spin", "yield", "sleep"))
     threads: int = option(
         1, "BLAS/OpenMP threads a rank (numpy's matrix products): default 1, right when ranks "
         "outnumber cores (21 ranks on 2 cores ran a plain gradient loop 35x slower with a pool "
@@ -223,7 +235,7 @@ class RunOptions:
     output: str | None = option(
         None, "save the trained theta here (numpy .npy, written atomically): shape (dim,), or "
         "(jobs, dim) for a stream (the jobs this run served)", OUTPUT, metavar="PATH.npy")
-    quiet: bool = option(False, "no progress lines", OUTPUT, form="switch")
+    quiet: bool = option(False, "no progress lines or straggler notices", OUTPUT, form="switch")
 
     @classmethod
     def from_keywords(cls, **given: Any) -> RunOptions:
@@ -282,6 +294,35 @@ def _coerce(name: str, flag: Flag, value: Any) -> Any:
     if flag.choices is not None and value not in flag.choices:
         raise UsageError(f"{name}={value!r} is not one of {sorted(flag.choices)}")
     return value
+
+
+_FLAG = re.compile(r"--(no-)?([a-z][a-z0-9-]*)(?: (?!--)([^\s;,:)]+))?")
+
+
+def as_keywords(message: str) -> str:
+    """``message`` with the run options' flags spelt as ``mpicoded.run`` keywords, for a caller
+    of the API: ``--code cpgc`` is ``code='cpgc'``, ``--no-purge`` is ``no_purge=True``."""
+
+    def keyword(match: re.Match[str]) -> str:
+        negated, name, word = match.group(1), match.group(2).replace("-", "_"), match.group(3)
+        after = "" if word is None else " " + word
+        if negated and FLAGS.get(name) is not None and FLAGS[name].form == "either":
+            return f"{name}=False{after}"
+        name = f"no_{name}" if negated else name
+        flag = FLAGS.get(name)
+        if flag is None:
+            return match.group(0)
+        if flag.form in ("switch", "either"):
+            return f"{name}=True{after}"
+        if word is not None and (flag.choices is not None or flag.parse is not str):
+            try:
+                return f"{name}={_coerce(name, flag, word.rstrip('.'))!r}" + word[
+                    len(word.rstrip(".")):]
+            except UsageError:
+                pass
+        return f"{name}{after}"
+
+    return _FLAG.sub(keyword, message)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -18,14 +19,16 @@ from typing import Any, TextIO
 import numpy as np
 
 from . import checkpoint as ckpt
-from .balance.split import Moments
 from .balance.splitter import Splitter
 from .codes import Code, code_parameters, make_code
 from .dashboard import missing_extra
 from .delays import DelayModel, load_profile
 from .jobs import Coded, JobKind, coded, job_kind
+from .jobs.defaults import default_scheme, table_for
+from .loadsplit import CODE_FLAGS, check_split, cut_within, make_splitter, named_code
 from .options import RunOptions, UsageError
 from .stream import poisson_arrivals
+from .unused import check_unused
 
 
 class NothingToDo(Exception):
@@ -52,14 +55,15 @@ class Plan:
     callbacks: Sequence[Callable[..., Any]] = ()
 
 
-CODE_FLAGS = ("stragglers", "load", "partitions", "redundancy", "degree", "target")
 
 
-def build_code(opts: RunOptions, n_workers: int, kind: JobKind) -> Code:
-    """The code the options name (the job kind's if none); --stragglers and --load default to
-    3, or the largest smaller value the code allows on ``n_workers`` workers; other parameters
-    the code takes to the kind's defaults (--target each for a matrix-vector job)."""
-    name = opts.code or kind.default_code
+def build_code(opts: RunOptions, n_workers: int, kind: JobKind, most: int = 3) -> Code:
+    """The code the options name; --stragglers and --load default to ``most`` (3; the default
+    scheme's where the code is the default), or the largest smaller value the code allows on
+    ``n_workers`` workers; other parameters the code takes to the kind's defaults (--target
+    each for a matrix-vector job)."""
+    name = opts.code
+    assert name is not None  # plan_run names the default scheme's
     accepted = code_parameters(name)
     given = {k: getattr(opts, k) for k in CODE_FLAGS if getattr(opts, k) is not None}
     stray = [k for k in given if k not in accepted]
@@ -68,7 +72,7 @@ def build_code(opts: RunOptions, n_workers: int, kind: JobKind) -> Code:
         takes = [f"--{n}" for n in CODE_FLAGS if n in accepted] or ["none of the code flags"]
         raise UsageError(f"--{stray[0]} does not apply to --code {name}; it takes "
                          f"{', '.join(takes)}")
-    defaults = {"stragglers": range(3, -1, -1), "load": range(3, 0, -1)}
+    defaults = {"stragglers": range(most, -1, -1), "load": range(3, 0, -1)}
     for flag, values in defaults.items():
         if flag in accepted and flag not in given and not (flag == "stragglers" and "partitions"
                                                             in given):
@@ -78,6 +82,15 @@ def build_code(opts: RunOptions, n_workers: int, kind: JobKind) -> Code:
                 except ValueError:
                     continue
     return make_code(name, n_workers=n_workers, **given)
+
+
+def launch_hint(ranks: int = 7) -> str:
+    """How to start this program on ``ranks`` ranks: its own command line under mpirun, and
+    through ``mpicoded launch`` (which adds what root and few cores need)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"-m {spec.name}" if spec is not None and spec.name else sys.argv[0] or "SCRIPT.py"
+    command = " ".join([program, *sys.argv[1:]])
+    return f"mpirun -n {ranks} python {command}, or mpicoded launch -n {ranks} -- {command}"
 
 
 def ft_enabled() -> bool:
@@ -122,23 +135,6 @@ def run_fingerprint(opts: RunOptions, n_workers: int, job: object) -> str:
                              **{k: v for k, v in asdict(opts).items() if k not in free}})
 
 
-def make_splitter(opts: RunOptions, code: Code,
-                  profile: tuple[tuple[float, float], ...] | None,
-                  complexity: float) -> Splitter | None:
-    """The load split, or None to run the code's own schedule."""
-    if opts.split == "uniform":
-        return None
-    declared = None
-    if profile:
-        m = complexity / np.array([mu for mu, _ in profile])
-        declared = Moments(m, m**2, np.array([c for _, c in profile]))
-    if opts.split == "optimal" and declared is None:
-        raise UsageError("--split optimal needs declared speeds: give --profile")
-    if not opts.gamma >= 0:
-        raise UsageError(f"--gamma {opts.gamma} is out of range: allowed >= 0")
-    return Splitter(opts.split, code.n_tasks, code.n_workers, declared, opts.gamma)
-
-
 def partial_by_default(code: Code) -> bool:
     """Whether ``--partial auto`` turns partial work on: spread (made for it, on a gradient
     or a matrix-vector job), and frc or gfrc with s >= 2, where ``bench straggler-tax`` found
@@ -159,7 +155,10 @@ def cost_warning(job: Coded, code: Code) -> str | None:
     (mds over K partitions) makes every task compute K of them."""
     facts = job.describe()
     ratio = facts["task_cost_ratio"]
-    if ratio <= COST_WARNING_RATIO:
+    # coded on its results, a task computes each partition it sums: those are counted (rows
+    # split unevenly make two partitions' entries 2.001 times a mean partition's, say)
+    partitions = max(len(support) for support in code.supports)
+    if (partitions if facts["coded_on"] == "results" else ratio) <= COST_WARNING_RATIO:
         return None
     return (f"under --code {code.name} a task of {job.name} costs {ratio:.3g}x a plain "
             f"partition's compute ({facts['task_entries_max']:.0f} against "
@@ -185,8 +184,8 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
     data is read here); UsageError on user errors. ``append``: a new master after a failover
     goes on writing the metrics file. ``callbacks`` ride along in the plan."""
     if n_workers < 1:
-        raise UsageError("mpicoded needs at least 2 MPI ranks (a master and a worker), e.g. "
-                         "mpirun -n 21 python -m mpicoded.train")
+        raise UsageError("mpicoded needs at least 2 MPI ranks (a master and a worker): "
+                         f"{launch_hint()}")
     if given.loss_every < 0:
         raise UsageError(f"--loss-every {given.loss_every} is out of range: allowed >= 0")
     if given.iteration_timeout is not None and not given.iteration_timeout > 0:
@@ -197,11 +196,15 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
     bad = [r for r in given.slow_workers if not 1 <= r <= n_workers]
     if bad:
         raise UsageError(f"--slow-workers {bad}: allowed ranks 1..{n_workers}")
+    check_unused(given)
     kind = job_kind(user_job)  # TypeError if none: mpicoded.run refuses it first
-    opts = replace(settle_output(given, append), code=given.code or kind.default_code)
+    scheme = default_scheme(table_for(user_job))
     # the code named: build_code gets its name, and the run record and fingerprint show it
+    within = cut_within(given, user_job, n_workers)  # an adaptive split as partial work
+    opts = named_code(settle_output(given, append), scheme.code, n_workers, within)
+    most = 3 if given.code else scheme.stragglers or 0
     try:
-        code = build_code(opts, n_workers, kind)
+        code = build_code(opts, n_workers, kind, most)
         tolerance = tolerance_partitions(opts.tolerance, code)
         profile = load_profile(opts.profile, n_workers) if opts.profile else ()
         complexity = opts.work / code.n_partitions
@@ -211,7 +214,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
                            time_scale=opts.time_scale, profile=profile, complexity=complexity,
                            slow_from=opts.slow_from, slow_every=opts.slow_every,
                            n_workers=n_workers)
-        splitter = make_splitter(opts, code, profile, complexity)
+        splitter = make_splitter(opts, code, profile, complexity, within)
         arrivals_s = (poisson_arrivals(opts.jobs, opts.arrival_rate, opts.seed)
                       * opts.time_scale)
     except ValueError as exc:
@@ -240,12 +243,16 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         kill_at = {rank: at for rank, at in kill_at.items()
                    if at >= (resume.job, resume.iteration)}
     if opts.partial == "on" and splitter is not None:
-        raise UsageError("--partial on runs the code's own placement: it takes no --split")
+        raise UsageError("--partial on runs the code's own placement: it takes no --split of "
+                         "whole tasks (--split adaptive without --code is partial work over "
+                         "every worker's copy of the data)")
     try:
         job = coded(user_job, code)  # reads the data: after every cheap check
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if splitter is not None:
+        check_split(opts, code, cost_warning(job, code))
     metrics = None  # opened last: a refused run leaves an old metrics file as it was
     if opts.metrics:
         try:

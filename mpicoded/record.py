@@ -151,5 +151,9 @@ def summary_table(record: dict[str, Any]) -> str:
         ("tasks purged", f"{record['total_purged_tasks']:.0f}"),
         ("loss", f"{shown(record['initial_loss'])} -> {shown(record['final_loss'])}"),
     ]
+    if "stragglers" in record:  # with the task trace
+        rows.append(("stragglers", ", ".join(f"rank {r} ({x:.2f}x the median worker's speed)"
+                                             for r, x in record["stragglers"].items())
+                     or "none"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .core.trace import FINISHED, OUTCOMES
 from .dashboard import missing_extra
+from .speeds import speed_lines
 
 Record = dict[str, Any]  # one line of a metrics file
 
@@ -49,7 +50,9 @@ def summary(its: list[Record], jobs: list[Record], run: Record,
         ("stale results", f"{sum(r['stale_results'] for r in its)}"),
         ("missing partitions", f"{sum(r['missing_partitions'] for r in its)}"),
     ]
-    losses = [r["loss"] for r in its if r.get("loss") is not None]
+    # from the loss before the first step (the run record's), as train prints it
+    losses = [run.get("initial_loss")] if run else []
+    losses = [x for x in losses + [r.get("loss") for r in its] if x is not None]
     if losses:
         rows.append(("loss", f"{losses[0]:.6f} -> {losses[-1]:.6f}"))
     if run:
@@ -60,7 +63,7 @@ def summary(its: list[Record], jobs: list[Record], run: Record,
         rows.append(("makespan", f"{run['makespan_s']:.3f} s"))
         if run.get("failed_workers"):
             rows.append(("failed workers", f"{run['failed_workers']} ({run['recodes']} re-codes)"))
-    if jobs:
+    if len(jobs) > 1:  # a stream: one job has no in-order delay to speak of
         delay = np.array([j["in_order_delay_s"] for j in jobs])
         rows.append(("jobs", f"{len(jobs)}, mean in-order delay {delay.mean():.3f} s"))
         if run.get("genie_mean_in_order_delay_s") is not None:
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mpicoded.report: error: {exc}", file=sys.stderr)
         return 2
     print(summary(its, jobs, run, tasks))
+    print("\n".join(speed_lines(tasks)) if tasks else
+          "worker speed: needs the task trace (run with --trace)")
     out = Path(args.out) if args.out else path.parent
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from . import __version__, run
+from . import __version__
 from .jobs import BUILTINS, AnyJob, JobSpecError, build_job
 from .log import log_to_stderr, set_rank
 from .options import UsageError, add_flags, given_options, positive_int
@@ -27,7 +27,7 @@ USAGE_ERROR = 2
 
 EXAMPLES = """\
 examples:
-  mpirun -n 21 python -m mpicoded.train                      # defaults: logreg, frc s=3, seed001
+  mpirun -n 21 python -m mpicoded.train                 # defaults: logreg, spread s=2, seed001
   mpirun -n 7 python -m mpicoded.train --code cyclic --stragglers 1 \\
       --delay persistent --slow-workers 3 --slow-factor 10 --task-time 0.02
   mpirun -n 21 python -m mpicoded.train --job linreg --dataset data.npz --metrics run.jsonl
@@ -111,9 +111,13 @@ def parse(argv: list[str], rank: int) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point on every rank."""
-    from .runtime.api import MasterDied, MasterFailed, where, world
+    from .runtime.api import MasterDied, MasterFailed, NoMPI, run, where, world
 
-    rank = world().Get_rank()
+    try:
+        rank = world().Get_rank()
+    except NoMPI as exc:
+        print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     log_to_stderr()
     set_rank(rank)
 

@@ -117,15 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, default=None,
                    help="straggler-tax, ddp, overhead: MPI ranks (a master and ranks - 1 workers; "
                    "DDP runs ranks - 1 processes); default 7, 21 for overhead")
-    p.add_argument("--job", choices=("logreg", "pagerank"), default="logreg",
-                   help="straggler-tax: the job, logreg (--samples x 100) or pagerank "
+    p.add_argument("--job", choices=("logreg", "linreg", "pagerank"), default="logreg",
+                   help="straggler-tax: the job, logreg or linreg (--samples x 100) or pagerank "
                    "(--nodes); default logreg")
     p.add_argument("--schemes", default=None,
                    help="straggler-tax: scheme names, comma-separated; default all; ddp: "
                    "mpicoded's schemes, default uncoded, frc s=1, gfrc s=2 partial; faults: "
                    "gfrc, mds (pagerank), adaptive split")
     p.add_argument("--patterns", default=None,
-                   help="straggler-tax: none, fixed, moving, two fixed, stalls (comma-separated); "
+                   help="straggler-tax: none, fixed, moving, two fixed, stalls, trace=FILE "
+                   "(slowdowns over time: --throttle trace=FILE; comma-separated); "
                    "ddp: none, slow, stalls (default none,slow); faults: the phases a worker "
                    "is killed at (start-up, placement, first iteration, mid-run, re-code, "
                    "failover, shutdown); default all")

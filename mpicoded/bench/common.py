@@ -80,3 +80,15 @@ def needs_quotas(scenario: str) -> None:
         find_controller()
     except ThrottleError as exc:
         raise SystemExit(f"{scenario} needs CPU quotas: {exc}") from None
+
+
+def worst_case(worst: dict[str, float], patterns: list[str], kind: str) -> str:
+    """One line: each scheme's worst case over ``patterns`` (a user picks a scheme before
+    knowing the pattern), the best of this run, and the default ``kind`` jobs get."""
+    from ..jobs.defaults import default_scheme
+
+    best = min(worst, key=worst.__getitem__)
+    return (f"worst over {', '.join(patterns)}: "
+            + ", ".join(f"{n} {t:.2f}" for n, t in sorted(worst.items(), key=lambda x: x[1]))
+            + f"; best {best}; the default for {kind} jobs (jobs/defaults.py): "
+            + str(default_scheme(kind)))

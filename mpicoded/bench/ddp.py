@@ -26,7 +26,7 @@ from typing import Any
 from ..throttle.groups import Throttle
 from ..throttle.quota import check_fraction
 from ..throttle.schedule import Key, Schedule, parse_stalls
-from .common import needs_quotas, table, train_run
+from .common import needs_quotas, table, train_run, worst_case
 from .tax import (
     SCHEMES,
     STALL_PERIOD_S,
@@ -172,6 +172,13 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
                    for n in schemes)
         summary[f"ddp_over_best_mpicoded_to_target_{pattern}"] = (
             ddp / best if ddp is not None and math.isfinite(best) and best > 0 else None)
+    clean = runs["DDP | none"]["to_target_s"]
+    if clean:  # each scheme's worst time to the target over DDP's with nobody slow
+        worst = {n: max((runs[f"mpicoded {n} | {p}"]["to_target_s"] or math.inf) / clean
+                        for p in patterns) for n in schemes}
+        print("\ntime to the target over DDP's with nobody slow, "
+              + worst_case(worst, patterns, "torch"))
+        summary["worst_over_ddp_none"] = worst
     print(f"\n{json.dumps(summary)} (goals, DDP's time to the target over mpicoded's: with "
           "the straggler >= 15, under stalls >= 2, with nobody slow >= 1 / 1.05)")
     out_dir = Path(args.out)

@@ -156,6 +156,14 @@ class Code:
     def n_workers(self) -> int:
         return len(self.schedule)
 
+    @property
+    def work_units(self) -> np.ndarray:
+        """Each task's work in units of a 1/n share of the data (one partition where there are
+        as many as workers): injected delays are per unit, so a code that cuts the data finer
+        pays per row computed, not per partition."""
+        units: np.ndarray = np.count_nonzero(self.B, axis=1) * (self.n_workers / self.n_partitions)
+        return units
+
     @cached_property
     def supports(self) -> list[np.ndarray]:
         """supports[t]: the partitions task t touches (cached: decoders read it every iteration)."""

@@ -173,13 +173,13 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
 
 
 def piece_cost(code: Code) -> np.ndarray:
-    """Each piece's units of injected delay: its rows over a partition's mean rows (a
-    partition's work is one unit, as a task over one partition costs one), or over a coded
-    block's rows (one unit too, as a pre-coded task costs one)."""
+    """Each piece's units of injected delay: its rows over a 1/n share of the data's (as
+    ``Code.work_units`` counts a task's), or over a coded block's rows (a pre-coded task costs
+    one unit)."""
     rows = np.array([p.stop - p.start for p in code.params["pieces"]], dtype=np.float64)
     if "ranges" in code.params:
         return cast(np.ndarray, rows / code.params["ranges"][-1][1])
-    return cast(np.ndarray, rows / (rows.sum() / code.n_partitions))
+    return cast(np.ndarray, rows / (rows.sum() / code.n_workers))
 
 
 class RangeDecoder(Decoder):

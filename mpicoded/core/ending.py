@@ -1,7 +1,10 @@
 """The Session's shutdown (pure): STOP to every worker that may still run, their
 acknowledgements, and RELEASE once all are in, so that no worker's exit is taken for a death
 while others still stop. Under --iteration-timeout nobody is waited for longer than that (or
-5 s): a worker hung in the last iteration, which decoded without it, never acknowledges."""
+5 s): a worker hung in the last iteration, which decoded without it, never acknowledges.
+Under partial work (``Settings.linger``) a rank known slow is not waited for: it lingers, and
+its acknowledgement is taken after the run has returned (a slow rank needs several of its
+scheduling periods to read STOP and answer, which the run's end would otherwise pay)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from .events import (
     Finish,
     Forget,
     Instruction,
+    Linger,
     Outcome,
     Release,
     Stop,
@@ -75,16 +79,29 @@ class Ending:
     def tick(self, now: float) -> list[Instruction]:
         if self.grace is None or self.finished or now < self.grace:
             return []
-        return self.finish(sorted(self.running() - self.stopped))
+        return self.finish(sorted(self.running() - self.stopped), [])
+
+    def lagging(self) -> set[int]:
+        """The ranks whose acknowledgement the end does not wait for: under partial work with
+        ``linger``, the living workers that sent no live result in the last round."""
+        s = self.session
+        if not s.settings.linger or s.piecework is None:
+            return set()
+        return {s.ranks.rank(w) for w in s.piecework.lagging(s.live)}
 
     def check(self) -> list[Instruction]:
-        """The end, once stopping and every rank that may run has acknowledged."""
-        if not self.stopping or self.finished or self.running() - self.stopped:
+        """The end, once stopping and every rank that may run has acknowledged, but those
+        known slow."""
+        if not self.stopping or self.finished:
             return []
-        return self.finish([])
+        waiting = self.running() - self.stopped
+        if waiting - self.lagging():
+            return []
+        return self.finish([], sorted(waiting))
 
-    def finish(self, unstopped: list[int]) -> list[Instruction]:
-        """Forget the hung (their sends may never end), release the rest, and finish."""
+    def finish(self, unstopped: list[int], lingering: list[int]) -> list[Instruction]:
+        """Forget the hung (their sends may never end), release the acknowledged, leave the
+        lingering to the executor, and finish."""
         self.finished = True
         s, stream = self.session, self.session.stream
         running = self.running()
@@ -94,4 +111,5 @@ class Ending:
                           sorted(self.timed_out), unstopped, s.withheld_tasks)
         hung = (self.timed_out - self.stopped) | set(unstopped)
         return [*(Forget(r) for r in sorted(hung)),
-                *(Release(r) for r in sorted(self.stopped & running)), Finish(outcome)]
+                *(Release(r) for r in sorted(self.stopped & running)),
+                *(Linger(r) for r in lingering), Finish(outcome)]

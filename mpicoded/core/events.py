@@ -226,6 +226,15 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Linger:
+    """``rank`` was sent STOP and is known slow (no live result in the last round): the run
+    ends without its acknowledgement, which is taken, and the rank released, after the run has
+    returned."""
+
+    rank: int
+
+
+@dataclass(frozen=True)
 class Forget:
     """``rank`` is lost (dead, or silent past --iteration-timeout): drop what is pending to it."""
 
@@ -335,6 +344,6 @@ class Finish:
     outcome: Outcome = field(compare=False, repr=False)
 
 
-Instruction = (Place | Settle | Iterate | Assign | Purge | Stop | Release | Forget | WakeAt
-               | Decoded | ComputeLoss | Report | JobDone | SaveCheckpoint | Record | Log | Abort
-               | Finish)
+Instruction = (Place | Settle | Iterate | Assign | Purge | Stop | Release | Linger | Forget
+               | WakeAt | Decoded | ComputeLoss | Report | JobDone | SaveCheckpoint | Record | Log
+               | Abort | Finish)

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 
 def task_share(work: Workload, code: Code) -> float:
-    """The share of the data a mean task of ``code`` computes over (its work, relatively)."""
-    return float(work.task_cost().mean()) / code.n_partitions
+    """The share of the data a mean task of ``code`` computes over (its work, relatively): a
+    coded block is one partition's rows, a task coded on results ``work_units`` 1/n shares."""
+    units = float(work.task_cost().mean())
+    return units / (code.n_partitions if work.data_coded else code.n_workers)
 
 
 class Losses:

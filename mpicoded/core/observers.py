@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ..log import logger
+from ..speeds import StragglerWatch
 from .events import (
     Decoded,
     Event,
@@ -84,8 +85,10 @@ class Tracing:
     ``live(rank)``: whether its results still count."""
 
     def __init__(self, trace: TaskTrace, world: Callable[[int], int],
-                 live: Callable[[int], bool], write: Write | None) -> None:
+                 live: Callable[[int], bool], write: Write | None,
+                 watch: StragglerWatch | None = None) -> None:
         self.trace, self.world, self.live, self.write = trace, world, live, write
+        self.watch = watch  # told every record, and every iteration reported
 
     def __call__(self, event: Event, out: Sequence[Instruction]) -> None:
         trace = self.trace
@@ -106,6 +109,8 @@ class Tracing:
                 trace.decoded(i.used)
             elif isinstance(i, Report):
                 self.flush()
+                if self.watch is not None:
+                    self.watch.iteration()
             elif isinstance(i, Finish):
                 trace.close("stale")  # an iteration left open (none when the run ended well)
                 self.flush()
@@ -113,6 +118,8 @@ class Tracing:
     def flush(self) -> None:
         """The task records final so far, into the metrics file."""
         records = self.trace.take()
+        if self.watch is not None:
+            self.watch.add(records)
         if records and self.write is not None:
             self.write("".join(r.line() for r in records))
 

@@ -65,6 +65,7 @@ class PieceWork:
         self.last_sent: dict[int, int] = {}  # worker -> the last round sent to it
         self.useful: dict[int, int] = {}  # worker -> the last round it sent a live result in
         self.late: frozenset[int] = frozenset()  # kept to one piece this round
+        self.fresh: set[int] = set()  # the workers that sent a live result in this round
 
     def holding(self, workers: set[int]) -> set[int]:
         """The blocks (partitions, or coded tasks) ``workers`` hold."""
@@ -98,6 +99,7 @@ class PieceWork:
         workers left out go at once to the round's workers, each piece (or a stand-in for it)
         to the end of the shortest list that can take it, so nobody waits to be idle for them.
         A piece nobody of the round can take is left to the hand-over."""
+        self.fresh = set()
         rnd.lists = {w: list(schedule[w]) for w in rnd.outstanding}
         rnd.reported = dict.fromkeys(rnd.outstanding, 0)
         rnd.owner = {t: w if w in rnd.outstanding else -1  # -1: nobody's (quiet, dead)
@@ -123,11 +125,16 @@ class PieceWork:
                     rnd.owner[q], rnd.owner[t] = w, w if t == q else RELEASED
                     break
 
+    def lagging(self, workers: set[int]) -> set[int]:
+        """Those of ``workers`` that sent no live result in the last round opened."""
+        return workers - self.fresh
+
     def heard_from(self, worker: int, live: bool) -> None:
         """A result from ``worker`` (``live``: of the open round)."""
         self.heard[worker] = self.rounds
         if live:
             self.useful[worker] = self.rounds
+            self.fresh.add(worker)
 
     def on_result(self, rnd: Round, worker: int, tasks: list[int],
                   live: set[int]) -> tuple[list[Give], bool]:

@@ -56,6 +56,7 @@ class Workload(Protocol):
 
     free_loss: bool
     decoded_loss: float | None
+    data_coded: bool
 
     def recoded(self, code: Code) -> Workload: ...
 
@@ -94,6 +95,9 @@ class Settings:
     # partial work: the rows of a run of a worker's own share at most (``Runs``; with fitted
     # chunks, of the chunks fitted: ``run_rows``); 0: pieces one at a time
     run_rows: int = 0
+    # partial work: the run ends without the acknowledgement of a rank known slow (Linger);
+    # not under ULFM (a released rank's exit is a failure to the others) nor a timeout
+    linger: bool = False
 
 
 class Session:

@@ -50,7 +50,7 @@ class Shape:
             return self.cost
         if self.data_coded:
             return np.ones(self.code.n_tasks)
-        return np.asarray(np.count_nonzero(self.code.B, axis=1), dtype=np.float64)
+        return self.code.work_units
 
     def theta0(self) -> np.ndarray:
         return np.zeros(1)

@@ -20,9 +20,9 @@ COLORS = {"used": "#2ca02c", "received": "#1f77b4", "purged": "#ff7f0e", "droppe
 
 def _task_columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "worker": [int(r["worker"]) for r in rows],
-        "bottom": [int(r["worker"]) - 0.4 for r in rows],
-        "top": [int(r["worker"]) + 0.4 for r in rows],
+        "rank": [int(r["worker"]) + 1 for r in rows],  # the MPI rank, as the flags name it
+        "bottom": [int(r["worker"]) + 0.6 for r in rows],
+        "top": [int(r["worker"]) + 1.4 for r in rows],
         "left": [float(r["start_s"]) for r in rows],
         "right": [float(r["end_s"]) for r in rows],
         "outcome": [str(r["outcome"]) for r in rows],
@@ -61,9 +61,9 @@ class Panels:
         self.seen_tasks = self.seen_its = 0
         self.generation = 0
 
-        stream = figure(name="task_stream", title=f"{title}: task stream (one row a worker; "
+        stream = figure(name="task_stream", title=f"{title}: task stream (one row a worker rank; "
                         "vertical lines: decodes)", height=420, sizing_mode="stretch_width",
-                        x_axis_label="seconds (rank 0's clock)", y_axis_label="worker",
+                        x_axis_label="seconds (rank 0's clock)", y_axis_label="rank",
                         tools="xpan,xwheel_zoom,box_zoom,reset,save")
         if follow_s is not None:
             stream.x_range = DataRange1d(follow="end", follow_interval=follow_s,
@@ -72,7 +72,7 @@ class Panels:
                            color="color", line_color="color", source=self.tasks)
         stream.vspan(x="decode_s", source=self.its, line_color="black", line_alpha=0.35)
         stream.add_tools(HoverTool(renderers=[bars], tooltips=[
-            ("worker", "@worker"), ("iteration", "@iteration"), ("task", "@task"),
+            ("rank", "@rank"), ("iteration", "@iteration"), ("task", "@task"),
             ("outcome", "@outcome"), ("chunks", "@chunks"), ("start", "@left{0.0000} s"),
             ("end", "@right{0.0000} s")]))
         items = []  # by outcome: the bars share one source, so one invisible dot an outcome
@@ -93,15 +93,17 @@ class Panels:
         waste = small("purged tasks and stale results", "per iteration")
         waste.line("n", "purged", source=self.its, color=COLORS["purged"], legend_label="purged")
         waste.line("n", "stale", source=self.its, color=COLORS["stale"], legend_label="stale")
-        speed = figure(title="workers: mean finished task (ms) and load (tasks, newest "
-                       "iteration)", height=250, sizing_mode="stretch_width",
-                       x_axis_label="worker", y_axis_label="ms", tools="save")
-        speed.vbar(x="worker", top="task_ms", width=0.4, source=self.workers,
-                   legend_label="task ms", color="#17becf")
+        speed = figure(title="workers: speed against the median worker's (row chunks a second) "
+                       "and load (tasks, newest iteration)", height=250,
+                       sizing_mode="stretch_width", x_axis_label="rank",
+                       y_axis_label="x the median", tools="save")
+        speed.add_layout(Legend(orientation="horizontal"), "below")  # off the bars
+        speed.vbar(x="rank", top="speed", width=0.4, source=self.workers,
+                   legend_label="speed", color="#17becf")
         loads = DataRange1d(start=0)  # tasks, on an axis of their own
         speed.extra_y_ranges = {"load": loads}
         speed.add_layout(LinearAxis(y_range_name="load", axis_label="tasks"), "right")
-        dots: GlyphRenderer[Any] = speed.scatter(x="worker", y="load", source=self.workers, size=9,
+        dots: GlyphRenderer[Any] = speed.scatter(x="rank", y="load", source=self.workers, size=9,
                                             color="black", legend_label="load (tasks)",
                                             y_range_name="load")
         loads.renderers = [dots]
@@ -137,4 +139,4 @@ def standalone_html(log: RunLog, title: str) -> str:
 
     panels = Panels(title, max_tasks=None)
     panels.update(log)
-    return file_html(panels.layout, INLINE, title=f"mpicoded: {title}")
+    return str(file_html(panels.layout, INLINE, title=f"mpicoded: {title}"))

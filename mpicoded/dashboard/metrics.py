@@ -19,7 +19,7 @@ COUNTERS = (
 )
 
 
-class RunCollector(Collector):
+class RunCollector(Collector):  # type: ignore[misc, unused-ignore]  # Any without the extra
     """mpicoded_* counters, the iteration-time histogram and per-worker task outcomes of one
     RunLog (whose owner polls it)."""
 
@@ -37,8 +37,8 @@ class RunCollector(Collector):
                                     "seconds from sending an iteration out to its decode",
                                     buckets=buckets, sum_value=totals.iteration_seconds_sum)
         tasks = CounterMetricFamily("mpicoded_worker_tasks",
-                                    "tasks by worker and outcome (the task trace)",
-                                    labels=["worker", "outcome"])
-        for (worker, outcome), count in sorted(totals.worker_tasks.items()):
-            tasks.add_metric([str(worker), outcome], count)
+                                    "tasks by worker (MPI rank) and outcome (the task trace)",
+                                    labels=["rank", "outcome"])
+        for (rank, outcome), count in sorted(totals.rank_tasks.items()):
+            tasks.add_metric([str(rank), outcome], count)
         yield tasks

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.trace import FINISHED
+from ..speeds import speeds
 
 KEEP_TASKS = 50_000  # task records kept (the newest): a long run's trace need not fit in memory
 HEAD = 256  # bytes of the file's start compared on every poll: a new run rewrites them
@@ -34,7 +34,7 @@ class Totals:
     recodes: int = 0
     iteration_seconds_sum: float = 0.0
     iteration_buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
-    worker_tasks: Counter[tuple[int, str]] = field(default_factory=Counter)
+    rank_tasks: Counter[tuple[int, str]] = field(default_factory=Counter)  # (MPI rank, outcome)
 
 
 class RunLog:
@@ -116,7 +116,7 @@ class RunLog:
             self.task_count += 1
             if self.keep_tasks is not None and len(self.tasks) >= 2 * self.keep_tasks:
                 del self.tasks[:-self.keep_tasks]
-            totals.worker_tasks[(int(row["worker"]), str(row["outcome"]))] += 1
+            totals.rank_tasks[(int(row["worker"]) + 1, str(row["outcome"]))] += 1
         elif kind == "run":
             self.run = row
             totals.failed_workers = max(totals.failed_workers, int(row.get("failed_workers", 0)))
@@ -135,9 +135,9 @@ def loss_value(row: dict[str, Any]) -> float:
 
 
 def worker_summary(tasks: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Per worker: mean seconds a finished task took (used, received or stale: computed to the
-    end), and its tasks in its newest iteration (its load, as a split set it)."""
-    seconds: dict[int, list[float]] = {}
+    """Per worker, by MPI rank: its speed against the median worker's (``speeds``: row chunks
+    a second, so a straggler whose every task is purged shows too), and its tasks in its newest
+    iteration (its load, as a split set it)."""
     newest: dict[int, tuple[int, int, int]] = {}
     load: Counter[int] = Counter()
     for row in tasks:
@@ -147,12 +147,10 @@ def worker_summary(tasks: list[dict[str, Any]]) -> dict[str, list[float]]:
             newest[w], load[w] = key, 0
         if key == newest[w]:
             load[w] += 1
-        if row["outcome"] in FINISHED:
-            seconds.setdefault(w, []).append(float(row["end_s"]) - float(row["start_s"]))
+    speed = {s.rank: s.speed for s in speeds(tasks)}
     workers = sorted(newest)
     return {
-        "worker": [float(w) for w in workers],
-        "task_ms": [1e3 * sum(seconds[w]) / len(seconds[w]) if w in seconds else math.nan
-                    for w in workers],
+        "rank": [float(w + 1) for w in workers],
+        "speed": [speed.get(w + 1, math.nan) for w in workers],
         "load": [float(load[w]) for w in workers],
     }

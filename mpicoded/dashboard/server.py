@@ -22,7 +22,7 @@ PUSH_MS = 1000  # how often each open page is sent them
 FOLLOW_S = 20.0  # the live task stream shows the newest this many seconds
 
 
-class MetricsHandler(RequestHandler):
+class MetricsHandler(RequestHandler):  # type: ignore[misc, unused-ignore]  # Any without it
     """GET /metrics: the run's counters in Prometheus' text format, as of this request."""
 
     def initialize(self, log: RunLog, registry: CollectorRegistry) -> None:

@@ -4,7 +4,7 @@ B[t, j] times partition j's value."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +49,8 @@ class CodedGradient(Coded):
         return self._remote
 
     def task_cost(self) -> np.ndarray:
-        """Work units of each task: computing over d partitions' data costs d."""
-        return cast(np.ndarray, np.count_nonzero(self.code.B, axis=1).astype(np.float64))
+        """Work units of each task: the data it computes over (``Code.work_units``)."""
+        return self.code.work_units
 
     @cached_property
     def _partition_entries(self) -> np.ndarray:

@@ -111,7 +111,27 @@ def _csv(path: Path) -> np.ndarray:
                           encoding="utf-8-sig", ndmin=2)
     except ValueError as exc:
         raise DatasetError(f"dataset {path}: non-numeric values or rows of unequal length: "
-                           f"{exc}") from None
+                           f"{_bad_line(path, int(header)) or exc}") from None
+
+
+def _bad_line(path: Path, skip: int) -> str | None:
+    """Where a CSV that numpy could not read goes wrong, by the file's own line numbers (numpy
+    counts data rows from 0); None if no line is found wrong."""
+    width = None
+    with path.open(encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split("#", 1)[0].strip().split(",")
+            if number <= skip or fields == [""]:
+                continue
+            width = width or len(fields)
+            if len(fields) != width:
+                return f"line {number} has {len(fields)} values, the lines before {width}"
+            for column, field in enumerate(fields, 1):
+                try:
+                    float(field)
+                except ValueError:
+                    return f"line {number}, column {column}: {field.strip()!r} is not a number"
+    return None
 
 
 def mapped(path: str | Path) -> np.ndarray:

@@ -8,7 +8,7 @@ is loaded in ``blocks`` / ``matrix`` (rank 0 only) or ``load_block`` (on the wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 from scipy.sparse import sparray, spmatrix
@@ -37,6 +37,8 @@ class GradientJob:
     """
 
     dim: int
+    measured_as: ClassVar[str] = "gradient"
+    """Whose benches' table (``jobs/defaults.py``) names the scheme a run gets without --code."""
     additive: bool = True
     linear: bool = False
     result_dtype: str = "float64"
@@ -128,6 +130,8 @@ class MatVecJob:
     ``step(x, y)``; optionally ``loss(x)`` and ``summary(x)``. Under a tolerance, the rows of y
     in missed blocks are NaN and ``step`` decides what to do with them.
     """
+
+    measured_as: ClassVar[str] = "matvec"  # the default scheme's table (``jobs/defaults.py``)
 
     def matrix(self) -> Matrix:
         raise NotImplementedError(f"{type(self).__name__} must define matrix()")

@@ -32,18 +32,18 @@ def _code_gradient(job: GradientJob, code: Code) -> Coded:
 @dataclass(frozen=True)
 class JobKind:
     """A kind of job users subclass, registered once: how rank 0 codes one for a run, how a
-    worker computes its tasks, and the code (with parameters) a run gets without --code."""
+    worker computes its tasks, and parameters any code gets for it unless given (the code a
+    run gets without --code is the job's ``measured_as`` table's, ``jobs/defaults.py``)."""
 
     base: type
     coder: Callable[[Any, Code], Coded]
     kernel: Callable[[Any, bool], Kernel]
-    default_code: str
     code_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 JOB_KINDS: tuple[JobKind, ...] = (
-    JobKind(GradientJob, _code_gradient, gradient_kernel, "frc"),
-    JobKind(MatVecJob, CodedMatVec, lambda job, data_coded: MATVEC_KERNEL, "mds",
+    JobKind(GradientJob, _code_gradient, gradient_kernel),
+    JobKind(MatVecJob, CodedMatVec, lambda job, data_coded: MATVEC_KERNEL,
             MappingProxyType({"target": "each"})),  # each coded block's product is decoded
 )
 

@@ -18,7 +18,7 @@ from ..throttle.groups import Throttle
 from ..throttle.schedule import Schedule, parse_schedule
 from .command import mpi_env, mpirun_command
 from .process import throttle_groups
-from .watch import START_RETRIES, StartWatch, marks_start, restart_note
+from .watch import START_RETRIES, StartWatch, death_in_start, marks_start, restart_note
 
 USAGE = """\
 usage: python -m mpicoded.launcher [-n RANKS] [--ft] [--throttle RANK=FRACTION[,...]] [--] ARGS...
@@ -133,7 +133,7 @@ def _foreground(cmd: list[str], groups: Throttle | None, watched: bool = False) 
             if died is None or stopping.is_set():
                 break
             retry = attempt <= START_RETRIES + 1
-            print(restart_note(died, attempt, retry), file=sys.stderr, flush=True)
+            print(restart_note(death_in_start(died), attempt, retry), file=sys.stderr, flush=True)
             if not retry:
                 code = code or 1
                 break

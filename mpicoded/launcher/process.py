@@ -20,7 +20,7 @@ from ..throttle.schedule import Schedule, check_rank_throttle
 from .command import mpi_env, mpirun_command
 from .procs import descendants
 from .timeout import MPIRunTimeout, ask_where
-from .watch import START_RETRIES, StartWatch, marks_start, restart_note
+from .watch import START_RETRIES, StartWatch, marks_start, restart_note, start_failure
 
 MIN_START_S = 10.0  # a new start needs at least this long before the caller's timeout
 
@@ -112,8 +112,8 @@ def start_mpi(ranks: int, args: list[str], ft: bool = False, cwd: str | None = N
 
 def finish_mpi(proc: subprocess.Popen[str], timeout: float) -> Completed:
     """Wait for a started mpirun; on timeout ask its ranks where they are, kill its whole
-    group and raise MPIRunTimeout. A job a rank of which died in MPI's start-up (``--ft``) is
-    started again, up to START_RETRIES times, within the same ``timeout``."""
+    group and raise MPIRunTimeout. A job that never ran (``start_failure``) is started again,
+    up to START_RETRIES times, within the same ``timeout``."""
     deadline = time.monotonic() + timeout
     earlier = ""
     attempt = 1
@@ -125,10 +125,11 @@ def finish_mpi(proc: subprocess.Popen[str], timeout: float) -> Completed:
             raise MPIRunTimeout(timeout, earlier + exc.output, exc.processes) from None
         again = proc.again if isinstance(proc, MPIProcess) else None
         died = proc.died_in_start() if isinstance(proc, MPIProcess) else None
-        if died is None or again is None:
+        why = start_failure(died, done.returncode, done.output)
+        if why is None or again is None:
             return Completed(done.returncode, earlier + done.output)
         retry = attempt <= START_RETRIES + 1 and deadline - time.monotonic() >= MIN_START_S
-        earlier += done.output + restart_note(died, attempt, retry) + "\n"
+        earlier += done.output + restart_note(why, attempt, retry) + "\n"
         if not retry:
             return Completed(done.returncode or 1, earlier)
         proc = again()

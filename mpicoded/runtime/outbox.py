@@ -5,7 +5,7 @@ dead named once (``ProcessesFailed``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TypeVar
 
 import numpy as np
@@ -182,13 +182,15 @@ class Outbox:
         self.buffers = [self.buffers[i] for i in keep]
         self.dests = [self.dests[i] for i in keep]
 
-    def drain(self) -> None:
-        """Wait for every send without hot-spinning."""
+    def drain(self, but: Collection[int] = ()) -> None:
+        """Wait for every send (but those to ``but``, held ones too) without hot-spinning."""
         backoff = Backoff()
-        while self.pending or (self.holdback is not None and self.holdback.queues):
+        while True:
             self.prune()
-            if self.pending:
-                backoff.wait()
+            queues = () if self.holdback is None else self.holdback.queues
+            if all(d in but for d in self.dests) and all(d in but for d in queues):
+                return
+            backoff.wait()
 
 
 T = TypeVar("T")

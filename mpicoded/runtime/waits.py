@@ -14,20 +14,22 @@ from contextlib import contextmanager
 from mpi4py import MPI
 
 from ..host import affinity
+from ..throttle.controller import held_to_quota
 
 WAIT_MODES = ("auto", "spin", "yield", "sleep")
 _wait = "sleep"  # how this process waits between empty polls: set once a run starts
 
 
-def node_load(comm: MPI.Comm) -> tuple[int, int]:
-    """(ranks of ``comm`` on this node, cores they may run on between them), from the ranks
-    that share memory with this one and their affinities: what any MPI library, mpirun or
-    srun, and a cpuset give, where launcher variables (Open MPI's local size) and
-    ``os.cpu_count()`` (the whole machine) do not. Collective over ``comm``."""
+def node_load(comm: MPI.Comm) -> tuple[int, int, bool]:
+    """(ranks of ``comm`` on this node, cores they may run on between them, whether any of
+    them is held to a CPU quota), from the ranks that share memory with this one: what any MPI
+    library, mpirun or srun, and a cpuset give, where launcher variables (Open MPI's local
+    size) and ``os.cpu_count()`` (the whole machine) do not. Collective over ``comm``."""
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        cores = set().union(*node.allgather(sorted(affinity())))
-        return node.Get_size(), len(cores)
+        each = node.allgather((sorted(affinity()), held_to_quota()))
+        cores = set().union(*(set(mine) for mine, _ in each))
+        return node.Get_size(), len(cores), any(held for _, held in each)
     finally:
         node.Free()
 
@@ -38,13 +40,16 @@ def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:
     core away and polls again when scheduled, sleeping once idle for long; ``sleep`` backs off
     (see Backoff). ``auto`` spins when this node's ranks of ``comm`` (COMM_WORLD if None) do
     not outnumber its cores, else yields (measured faster than sleeping when 21 ranks share 2
-    cores: see docs/benchmarks.md); it is then collective over ``comm``."""
+    cores: see docs/benchmarks.md), and sleeps on a node where a rank is held to a CPU quota;
+    it is then collective over ``comm``."""
     global _wait, _mpi_yield_before
     if mode not in WAIT_MODES:
         raise ValueError(f"wait={mode!r} is not one of {list(WAIT_MODES)}")
     if mode == "auto":
-        local, cores = node_load(MPI.COMM_WORLD if comm is None else comm)
-        mode = "spin" if local <= cores else "yield"
+        local, cores, held = node_load(MPI.COMM_WORLD if comm is None else comm)
+        # a rank held to a quota would pay for its polls out of it, and one that polls beside
+        # it takes the cycles its quota counts on
+        mode = "sleep" if held else "spin" if local <= cores else "yield"
     _wait = mode
     previous = mpi_yield(False)
     if _mpi_yield_before is None:

@@ -28,6 +28,7 @@ from ..core.trace import DROPPED, PURGED, TraceEntry
 from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.rows import take_rows
 from ..jobs.task import Block, Terms
+from ..plan import ft_enabled
 from .outbox import Outbox
 from .pieces import run_pieces
 from .tasks import run_tasks
@@ -37,7 +38,7 @@ from .waits import Backoff, blocking_mpi
 MASTER = 0
 SLICE_S = 0.002  # an injected delay is slept in slices this long, polling for control between
 TRACE_FLUSH_S = 0.5  # a worker that sends no results sends its trace entries this often
-RELEASE_WAIT_S = 60.0  # how long an acknowledged worker waits to be released before leaving
+RELEASE_WAIT_S = 60.0  # under ULFM, how long an acknowledged worker waits to be released
 
 
 class Worker:
@@ -252,8 +253,12 @@ class Worker:
                            trace=self.trace or ())
         with failures_raised(self.comm):
             self.comm.Send([ack, MPI.DOUBLE], dest=MASTER, tag=int(Tag.STOP_ACK))
-        try:  # stay until the master has every acknowledgement (a dead master: leave)
-            wait_buffer(self.comm, MASTER, Tag.RELEASE, RELEASE_WAIT_S)
+        # stay until the master has every acknowledgement (a dead master: leave). Without
+        # ULFM every rank that acknowledges is released, if only after the run has returned
+        # (a lingering one), and nothing else can end the wait
+        try:
+            wait_buffer(self.comm, MASTER, Tag.RELEASE,
+                        RELEASE_WAIT_S if ft_enabled() else float("inf"))
         except ProcessesFailed:
             pass
 

@@ -80,7 +80,7 @@ class Simulator:
     def __init__(self, code: Code, delay: DelayModel, task_cost: np.ndarray | None = None,
                  tolerance: int = 0, splitter: Splitter | None = None) -> None:
         self.code, self.delay, self.tolerance, self.splitter = code, delay, tolerance, splitter
-        cost = np.count_nonzero(code.B, axis=1) if task_cost is None else np.asarray(task_cost)
+        cost = code.work_units if task_cost is None else np.asarray(task_cost)
         self.cost = cost.astype(np.float64)
         self.task_events = 0
 

@@ -109,7 +109,7 @@ class Model:
         cut = self.work.pieces(chunk) if pieces else None
         self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
                                         loss_every=0, iteration_timeout=timeout,
-                                        run_rows=run_rows))
+                                        run_rows=run_rows, linger=timeout is None))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
@@ -121,6 +121,7 @@ class Model:
         self.now = 0.0
         self.events = 0
         self.outcome: ev.Outcome | None = None
+        self.lingering: set[int] = set()  # released after the outcome, once they acknowledge
         self.wake_at: float | None = None
         # a theta past MPI's eager limit: an ITERATE is on the wire until the worker reads it,
         # and the master's hold-back (the runtime's own policy) keeps what follows it
@@ -241,6 +242,8 @@ class Model:
             self.push(i.at, "tick", i.at)
         elif isinstance(i, ev.Abort):
             raise AssertionError(f"the run aborted: {i.text}")
+        elif isinstance(i, ev.Linger):
+            self.lingering.add(i.rank)
         elif isinstance(i, ev.Finish):
             self.outcome = i.outcome
 
@@ -340,13 +343,16 @@ class Model:
         self.feed(ev.Begin())
         self.feed(ev.JobArrived(0, 0.0))
         for _ in range(limit):
-            if self.outcome is not None:
+            if self.outcome is not None and all(self.workers[r].acked or self.workers[r].dead
+                                                for r in self.lingering):
                 return self.outcome
             if not self.heap:
                 idle = sorted(r for r, w in self.workers.items() if not (w.busy or w.dead))
                 raise AssertionError(f"hang at model time {self.now:.2f}: "
                                      f"{self.session.describe()}; idle ranks {idle}")
             self.now, _, kind, what = heapq.heappop(self.heap)
+            if self.outcome is not None and kind in ("from", "lost", "tick"):
+                continue  # the session is over: what the lingering send is read and dropped
             if kind == "to":
                 rank, msg = what
                 w = self.workers[rank]

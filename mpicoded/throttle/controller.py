@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,3 +89,37 @@ def find_controller(mounts: str | None = None) -> Controller:
             return controller
     raise ThrottleError("--throttle: no writable cgroup cpu controller is mounted (cgroup v1 "
                         "cpu.cfs_quota_us or cgroup v2 cpu.max)")
+
+
+def held_to_quota(mounts: str | None = None, cgroups: str | None = None,
+                  read: Callable[[Path], str] = lambda path: path.read_text()) -> bool:
+    """Whether this process (``cgroups``: its /proc/self/cgroup) runs under a CPU quota, its
+    own group's or an ancestor's (a container's): cgroup v1 cpu.cfs_quota_us other than -1,
+    v2 cpu.max other than max. False where nothing can be read."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text() if mounts is None else mounts
+        cgroups = Path("/proc/self/cgroup").read_text() if cgroups is None else cgroups
+    except OSError:
+        return False
+    paths: dict[int, str] = {}  # version -> this process's group path in that hierarchy
+    for line in cgroups.splitlines():
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and not controllers:
+            paths.setdefault(2, path)
+        elif "cpu" in controllers.split(","):
+            paths[1] = path
+    for version, point in controller_candidates(mounts):
+        if version not in paths:
+            continue
+        name, unlimited = ("cpu.cfs_quota_us", "-1") if version == 1 else ("cpu.max", "max")
+        group = point / paths[version].lstrip("/")
+        for where in (group, *group.parents):
+            if not where.is_relative_to(point):
+                break
+            try:
+                if read(where / name).split()[0] != unlimited:
+                    return True
+            except (OSError, IndexError):
+                continue
+        return False
+    return False

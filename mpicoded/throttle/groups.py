@@ -18,6 +18,9 @@ from .quota import check_fraction
 from .schedule import Key, Schedule
 
 CLOCK_POLL_S = 0.01  # how often a schedule's clock file is looked at until the run starts
+END_POLL_S = 0.05  # and then for the run's end
+RUN_END = b'{"record": "run"'  # the run record: the last line rank 0 writes to its metrics
+TAIL_BYTES = 1 << 20  # more than a run record's line
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -34,6 +37,20 @@ def join_command(procs_file: Path | str) -> list[str]:
     """The prefix that moves a process into a group, then execs the real command: the shell joins
     before Python starts, and a failed join fails the process instead of running it unthrottled."""
     return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs_file)]
+
+
+def run_ended(clock: Path) -> bool:
+    """Whether the last line of the metrics file ``clock`` is a run record, the last line rank
+    0 writes: what a schedule times ends there, so that a slow rank's shutdown (MPI_Finalize
+    under a 1 ms quota took minutes here) runs at its base share."""
+    try:
+        with clock.open("rb") as f:
+            f.seek(max(0, clock.stat().st_size - TAIL_BYTES))
+            lines = f.read().split(b"\n")
+    except OSError:
+        return False
+    last = lines[-2] if len(lines) > 1 and not lines[-1] else b""
+    return last.startswith(RUN_END)
 
 
 class Throttle:
@@ -122,10 +139,20 @@ class Throttle:
                         return
                 start = time.monotonic()
                 apply(0.0)
-            while (when := schedule.next_change(time.monotonic() - start)) is not None:
-                if self._stop.wait(max(0.0, when - (time.monotonic() - start))):
+            while True:
+                if schedule.clock is not None and run_ended(Path(schedule.clock)):
+                    apply(-1.0)  # the base shares again once the run is over
                     return
-                apply(when)
+                now = time.monotonic() - start
+                when = schedule.next_change(now)
+                waits = [when - now] if when is not None else []
+                if schedule.clock is not None:
+                    waits.append(END_POLL_S)
+                if not waits:
+                    return
+                if self._stop.wait(max(0.0, min(waits))):
+                    return
+                apply(time.monotonic() - start)
 
         self._follower = threading.Thread(target=run, name="mpicoded-throttle", daemon=True)
         self._follower.start()

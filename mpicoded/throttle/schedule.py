@@ -108,7 +108,8 @@ def parse_schedule(spec: str, ranks: int) -> Schedule:
     ``workers=FRACTION`` (every worker
     rank 1..ranks-1, as machines of one size) and ``move=FRACTION/PERIOD[/SEED]`` (a moving
     straggler among the workers) and ``stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED]`` (short random
-    stalls of the workers); ValueError naming the bad item."""
+    stalls of the workers) and ``trace=FILE`` (slowdowns recorded over time, ``read_trace``);
+    ValueError naming the bad item."""
     def rank(name: str, item: str) -> Key:
         if not name.isdigit():
             raise ValueError(f"--throttle {item!r}: RANK must be a rank number 0..{ranks - 1}")
@@ -140,13 +141,14 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
     """The schedule of ``spec``: ``key_of(name, item)`` turns a name into a rank or host (or a
     ValueError that says why); ``workers=`` and ``move=`` range over ``workers``."""
     form = (f"expected {what}=FRACTION, {what}=FRACTION@START-END, workers=FRACTION, "
-            f"move=FRACTION/PERIOD[/SEED] or stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED], e.g. "
-            f"{example}")
+            f"move=FRACTION/PERIOD[/SEED], stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED] or "
+            f"trace=FILE, e.g. {example}")
     base: dict[Key, float] = {}
     windows: list[tuple[Key, float, float, float]] = []
     moving: tuple[float, float, int] | None = None
     stalls: tuple[float, float, float, float, int] | None = None
     every: float | None = None
+    traced: list[tuple[Key, float, float, float]] = []  # (key, slowdown, start, end)
     for raw in spec.split(","):
         item = raw.strip()
         name, sep, value = (part.strip() for part in item.partition("="))
@@ -169,6 +171,9 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
             if name == "workers":
                 every = check_fraction(float(value), item)
                 continue
+            if name == "trace":
+                traced += read_trace(value, key_of)
+                continue
             key = key_of(name, item)
             share, at, window = value.partition("@")
             fraction = check_fraction(float(share), item)
@@ -188,6 +193,8 @@ def _parse(spec: str, key_of: Callable[[str, str], Key], workers: tuple[Key, ...
             raise ValueError(f"--throttle {item!r}: {form}") from None
     if every is not None:
         base = {**dict.fromkeys(workers, every), **base}
+    windows += [(key, max(base.get(key, 1.0) / slowdown, MIN_FRACTION), start, end)
+                for key, slowdown, start, end in traced]
     if moving is not None and len(workers) < 2:
         raise ValueError(f"--throttle move=...: a moving straggler needs two workers or more, "
                          f"got {len(workers)}")
@@ -206,3 +213,36 @@ def parse_stalls(value: str) -> tuple[float, float, float, float, int]:
     if not (0 < probability <= 1 and period > 0 and 1 <= least <= most):
         raise ValueError
     return probability, period, least, most, int(parts[3]) if len(parts) == 4 else 0
+
+
+def read_trace(path: str, key_of: Callable[[str, str], Key]) -> list[tuple[Key, float, float, float]]:
+    """A trace of slowdowns (``trace=FILE``), as (key, slowdown, start, end) windows: a CSV
+    whose header is ``seconds`` and then ranks (or hosts), and whose rows are a time (seconds
+    from the clock's start, increasing) and each one's slowdown from then to the next row's
+    time (the last row: to the end); 1 is its base share, 20 twenty times slower. ValueError
+    naming the file and the line at fault."""
+    item = f"trace={path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [(n, line.strip()) for n, line in enumerate(f, 1)
+                     if line.strip() and not line.startswith("#")]
+    except OSError as exc:
+        raise ValueError(f"--throttle {item!r}: {exc.strerror}") from None
+    if not lines or lines[0][1].split(",")[0].strip() != "seconds":
+        raise ValueError(f"--throttle {item!r}: the first line must be seconds,RANK,RANK,...")
+    keys = [key_of(name.strip(), item) for name in lines[0][1].split(",")[1:]]
+    rows: list[tuple[float, list[float]]] = []
+    for number, line in lines[1:]:
+        values = line.split(",")
+        try:
+            start, slowdowns = float(values[0]), [float(v) for v in values[1:]]
+        except ValueError:
+            raise ValueError(f"--throttle {item!r}: line {number}: not numbers") from None
+        if len(slowdowns) != len(keys) or min(slowdowns, default=0) < 1 or (
+                rows and not start > rows[-1][0]) or start < 0:
+            raise ValueError(f"--throttle {item!r}: line {number}: a time after the line "
+                             f"before's, then {len(keys)} slowdowns >= 1")
+        rows.append((start, slowdowns))
+    ends = [start for start, _ in rows[1:]] + [math.inf]
+    return [(key, slowdown, start, end) for (start, slowdowns), end in zip(rows, ends, strict=True)
+            for key, slowdown in zip(keys, slowdowns, strict=True) if slowdown > 1]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mpicoded.jobs import synthetic
+from mpicoded.jobs.defaults import default_scheme
 from mpicoded.jobs.logreg import REG, default_lr
 from mpicoded.launcher.command import mpi_env
 from mpicoded.launcher.process import run_mpi
@@ -172,13 +173,14 @@ def test_straggler_tax_bench_runs(tmp_path):
     assert set(runs) == {f"{s} | {p}" for s in ("uncoded", "gfrc s=2 partial")
                          for p in ("none", "moving", "stalls")}
     assert runs["uncoded | none"]["makespan_tax"] == 1.0
-    assert all(r["rows_over_data"] >= 1.0 and r["messages_an_iteration"] > 0
-               for r in runs.values())
+    assert all((r["rows_over_data"] is None or r["rows_over_data"] >= 1.0)  # None: a rank
+               and r["messages_an_iteration"] > 0 for r in runs.values())  # lingered
     summary = result["summary"]["capped"]
     assert "best_partial_makespan_tax" in summary
     assert summary["worst_makespan_tax"] == {"gfrc s=2 partial": max(
         runs[f"gfrc s=2 partial | {p}"]["makespan_tax"] for p in ("none", "moving", "stalls"))}
-    assert "; best gfrc s=2 partial" in done.stdout
+    assert ("; best gfrc s=2 partial; the default for gradient jobs (jobs/defaults.py): "
+            f"{default_scheme('gradient')}") in done.stdout
 
 
 def test_straggler_tax_bench_runs_pagerank(tmp_path):
@@ -201,10 +203,10 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
     assert set(runs) == {"uncoded | none", "mds s=1 partial | none",
                          "spread s=2 partial | none"}
     assert runs["uncoded | none"]["rows_over_data"] == 1.0
-    assert 0.8 <= runs["mds s=1 partial | none"]["rows_over_data"] <= 1.2
+    assert 0.8 <= (runs["mds s=1 partial | none"]["rows_over_data"] or 1.0) <= 1.2
     # each row about once, not s+1 = 3 times as static spread (2.2 in the bench): three
     # iterations of a tiny graph under CI's load computed up to 1.21 (1.07 in the bench)
-    assert 1.0 <= runs["spread s=2 partial | none"]["rows_over_data"] <= 1.5
+    assert 1.0 <= (runs["spread s=2 partial | none"]["rows_over_data"] or 1.0) <= 1.5
 
 
 def test_ddp_bench_runs(tmp_path):
@@ -234,3 +236,9 @@ def test_ddp_bench_runs(tmp_path):
         losses = [loss for _, loss in run["curve"]][:5]
         assert run["to_target_s"] is not None, key
         assert np.allclose(losses, ddp, rtol=1e-4), key  # float32 sums in another order
+    worst = result["summary"]["worst_over_ddp_none"]
+    clean = runs["DDP | none"]["to_target_s"]
+    assert worst == {"gfrc s=2 partial": max(runs[f"mpicoded gfrc s=2 partial | {p}"][
+        "to_target_s"] / clean for p in ("none", "slow", "stalls"))}
+    assert f"the default for torch jobs (jobs/defaults.py): {default_scheme('torch')}" in \
+        done.stdout

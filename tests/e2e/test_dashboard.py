@@ -57,8 +57,8 @@ TASKS = "Bokeh.documents[0].get_model_by_name('tasks').data"
 
 
 def task_rows(page) -> tuple[int, int]:
-    """(tasks in the page's task stream, distinct workers among them)."""
-    script = "(() => { const d = " + TASKS + "; return [d.worker.length, new Set(d.worker).size]; })()"
+    """(tasks in the page's task stream, distinct worker ranks among them)."""
+    script = "(() => { const d = " + TASKS + "; return [d.rank.length, new Set(d.rank).size]; })()"
     return tuple(page.evaluate(script))
 
 
@@ -81,7 +81,7 @@ def test_live_dashboard_in_chromium(tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"http://localhost:{port}/")  # the other name the page answers to
             page.wait_for_function(f"window.Bokeh && Bokeh.documents.length > 0 && "
-                                   f"{TASKS}.worker.length > 0", timeout=60_000)
+                                   f"{TASKS}.rank.length > 0", timeout=60_000)
             first, workers = task_rows(page)
             assert workers == WORKERS
             page.wait_for_timeout(4000)  # the page is pushed what the run wrote meanwhile

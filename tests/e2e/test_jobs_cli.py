@@ -42,6 +42,20 @@ def test_a_script_calling_run_equals_serial_descent():
     assert np.allclose(got["theta"], serial_theta(15), rtol=1e-10, atol=0)
 
 
+@pytest.mark.parametrize("options", ['code="cpgcx"', 'code="cpgc", stragglers=2'])
+def test_a_scripts_bad_keyword_is_told_once_by_keyword(options, tmp_path):
+    """A refused run through the API: one traceback (rank 0's, not one a rank), the message
+    naming the keyword, the job ended with an error."""
+    script = tmp_path / "bad.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(JOB_FILE.parent)!r})\n"
+                      f"import mpicoded\nfrom ridge_job import Ridge\n"
+                      f"mpicoded.run(Ridge(), {options})\n")
+    done = run_mpi(4, [str(script)], timeout=120)
+    assert done.returncode != 0
+    assert done.output.count("Traceback") == 1, done.output[-3000:]
+    assert "code='cpgc" in done.output and "--code" not in done.output, done.output[-3000:]
+
+
 def test_pagerank_of_a_snap_file(tmp_path):
     edges = tmp_path / "g.txt"
     rng = np.random.default_rng(2)
@@ -54,7 +68,8 @@ def test_pagerank_of_a_snap_file(tmp_path):
                        "--iterations", "30", "--delay", "none", "--output", str(out)],
                    timeout=120)
     assert done.returncode == 0, done.output[-3000:]
-    assert "top nodes (id: score)" in done.output and "code mds" in done.output
+    assert "top nodes (id: score)" in done.output
+    assert "code spread stragglers=2" in done.output  # the matrix-vector default
     from mpicoded.jobs import PageRank
 
     job = PageRank(graph=str(edges))

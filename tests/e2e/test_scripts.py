@@ -49,6 +49,8 @@ def test_mpicoded_command_lists_its_subcommands():
     assert mpicoded("--version").stdout == f"mpicoded {__version__}\n"
     wrong = mpicoded("trian")
     assert wrong.returncode == 2 and "no subcommand 'trian'" in wrong.stderr
+    bare = mpicoded()  # no subcommand: a usage error, the usage on stderr
+    assert bare.returncode == 2 and bare.stdout == "" and "subcommands:" in bare.stderr
 
 
 @pytest.mark.parametrize("name", list(SUBCOMMANDS))

@@ -136,13 +136,20 @@ def train_record(tmp_path: Path, name: str, flags: list[str],
 
 def test_throttled_worker_is_purged_mid_task(tmp_path):
     """Nothing injected: rank 2 at 5% of a core. Purges cut its tasks within a chunk, so it
-    completes few, and θ equals an unthrottled whole-task run up to reassociation."""
+    completes few, the report names it from the task trace, and θ equals an unthrottled
+    whole-task run up to reassociation."""
     flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "400000",
              "--features", "20", "--iterations", "15", "--loss-every", "0"]
-    slow_run = train_record(tmp_path, "throttled", [*flags, "--chunk-rows", "2000"], {2: 0.05})
+    slow_run = train_record(tmp_path, "throttled", [*flags, "--chunk-rows", "2000", "--trace"],
+                            {2: 0.05})
     slow = next(w for w in slow_run["workers"] if w["rank"] == 2)
     assert slow["dropped_tasks"] > 0
     assert slow["computed_tasks"] <= 15 // 2, slow
+    report = subprocess.run([sys.executable, "-m", "mpicoded.report",
+                             str(tmp_path / "throttled.jsonl"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "stragglers (at most 0.5x the median over the run): rank 2\n" in report.stdout
     whole = train_record(tmp_path, "whole", [*flags, "--chunk-rows", "0"], None)
     a, b = np.array(slow_run["final_theta"]), np.array(whole["final_theta"])
     assert np.allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())
@@ -174,3 +181,52 @@ def test_a_moving_throttle_changes_which_rank_is_slow(tmp_path):
             if sum(worker in purged.get(it, ()) for it in range(first, first + 30)) >= 27:
                 slow_in_turn.add(worker)
     assert len(slow_in_turn) >= 2, purged
+
+
+def test_a_trace_of_slowdowns_slows_the_rank_it_names(tmp_path):
+    """``mpicoded launch --throttle trace=FILE``: the trace holds rank 3 twenty times slower
+    than a core from the launch on; the run says it is a straggler as it goes, the report has
+    it the slowest worker and a straggler, and the groups go."""
+    trace = tmp_path / "slowdowns.csv"
+    trace.write_text("# rank 3 slow throughout\nseconds,1,2,3,4,5,6\n0,1,1,20,1,1,1\n")
+    metrics = tmp_path / "run.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "mpicoded.launcher", "-n", "7", "--throttle", f"trace={trace}",
+         "--", "-m", "mpicoded.train", "--code", "frc", "--stragglers", "1", "--delay", "none",
+         "--samples", "400000", "--features", "20", "--iterations", "60", "--chunk-rows",
+         "2000", "--loss-every", "0", "--metrics", str(metrics)],
+        capture_output=True, text=True, timeout=240, start_new_session=True)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "rank 3 is a straggler: " in done.stderr, done.stderr[-3000:]
+    named = [line.split()[1:3] for line in done.stdout.splitlines() if line.startswith("stragglers")]
+    assert named == [["rank", "3"]], done.stdout  # the summary's last rows
+    report = subprocess.run([sys.executable, "-m", "mpicoded.report", str(metrics), "--out",
+                             str(tmp_path)], capture_output=True, text=True, timeout=120)
+    lines = report.stdout.splitlines()
+    table = lines.index(next(line for line in lines if line.lstrip().startswith("rank")))
+    assert lines[table + 1].split()[0] == "3", report.stdout  # the slowest
+    stragglers = next(line for line in lines if line.startswith("stragglers"))
+    assert "3" in stragglers.split("rank ")[1].split(", "), report.stdout
+    assert groups_left(os.getpid()) == []
+
+
+def test_an_adaptive_split_gives_a_throttled_rank_less_of_the_data(tmp_path):
+    """``--split adaptive`` alone, rank 2 at 5% of a core: every worker holds the data and the
+    others take over the far half of its share within each iteration, so it computes far
+    fewer rows than any other worker; θ equals an unthrottled run's up to reassociation."""
+    flags = ["--split", "adaptive", "--delay", "none", "--samples", "240000", "--features",
+             "20", "--iterations", "15", "--loss-every", "0"]
+    slow_run = train_record(tmp_path, "throttled", [*flags, "--trace"], {2: 0.05})
+    config = slow_run["config"]
+    assert (config["split"], slow_run["code"]["name"], config["partial"]) == (
+        "adaptive", "spread", "on")
+    rows = {}
+    for line in (tmp_path / "throttled.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        if t["record"] == "task":
+            rows[t["worker"] + 1] = rows.get(t["worker"] + 1, 0) + t["chunks"]
+    others = [rows.get(r, 0) for r in range(1, 7) if r != 2]
+    assert rows.get(2, 0) < 0.5 * min(others), rows
+    even = train_record(tmp_path, "even", flags, None)
+    a, b = np.array(slow_run["final_theta"]), np.array(even["final_theta"])
+    assert np.allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())

@@ -40,12 +40,13 @@ def test_default_run_on_21_ranks(tmp_path):
     """Getting started's demonstration: defaults, 20 workers, exit 0, good metrics, learning."""
     iterations, run, output = trained(tmp_path, 21)
     assert len(iterations) == 50
+    assert run["record"] == "run" and run["n_workers"] == 20
+    code = run["code"]  # the numpy gradient default (jobs/defaults.py), partial work on
+    assert (code["name"], code["stragglers"], code["n_partitions"]) == ("spread", 2, 40)
     for i, row in enumerate(iterations):
         assert ITERATION_FIELDS <= set(row), set(row) ^ ITERATION_FIELDS
         assert row["iteration"] == i and row["wall_s"] > 0
-        assert row["results_used"] >= 5  # frc s=3 on 20 workers: one result from each of 5 groups
-    assert run["record"] == "run" and run["n_workers"] == 20
-    assert run["code"]["name"] == "frc" and run["code"]["stragglers"] == 3
+        assert row["results_used"] >= 40  # pieces: at least one for each partition
     assert run["makespan_s"] >= sum(r["wall_s"] for r in iterations)
     assert run["total_purged_tasks"] > 0 and run["worker_dropped_tasks"] > 0
     assert run["final_loss"] < 0.5 * run["initial_loss"]
@@ -301,8 +302,9 @@ def test_partial_work_uses_a_stragglers_rows_and_equals_serial_descent(tmp_path)
 def test_spread_shares_a_stragglers_rows_among_all_the_others(tmp_path):
     """spread s=1 with --partial on, rank 2 5x slow per piece: each of its partitions has one
     other holder, a different one each, so the five others compute about equal numbers of
-    pieces (under gfrc s=1 its group mate alone would do its rows); theta is serial descent
-    within 1e-9."""
+    pieces (under gfrc s=1 its group mate alone would do its rows: 350 pieces against 200, a
+    ratio of 1.75; the others' spread here, from who is free first on two shared cores, has
+    been up to 1.29); theta is serial descent within 1e-9."""
     _, run, _ = trained(tmp_path, 7, "--code", "spread", "--stragglers", "1", "--partial", "on",
                         "--delay", "persistent", "--task-time", "0.04", "--slow-workers", "2",
                         "--slow-factor", "5", "--samples", "24000", "--features", "10",
@@ -314,7 +316,7 @@ def test_spread_shares_a_stragglers_rows_among_all_the_others(tmp_path):
                 for r in rows) for w in range(6)]
     assert sum(used) == 10 * 24000 // 200  # every piece of every iteration, once
     fast = [u for w, u in enumerate(used) if w != 1]
-    assert used[1] < min(fast) and max(fast) <= 1.25 * min(fast), used
+    assert used[1] < min(fast) and max(fast) <= 1.5 * min(fast), used
 
 
 def pagerank_beside_a_straggler(tmp_path, *flags):

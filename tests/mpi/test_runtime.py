@@ -170,8 +170,16 @@ def test_pagerank_equals_a_serial_power_iteration(code, params):
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.timeout(60)
 def test_bad_options_raise_on_every_rank_and_nobody_hangs():
-    with pytest.raises(UsageError, match="'stragler' is not an option of mpicoded.run"):
+    """Every rank raises; the workers' errors are echoes (printed by rank 0 alone) and the
+    messages name keywords, not flags."""
+    rank = MPI.COMM_WORLD.Get_rank()
+    with pytest.raises(UsageError, match="'stragler' is not an option of mpicoded.run") as bad:
         mpicoded.run(Ridge(), stragler=3)  # found by every rank alone
+    assert bad.value.echoed == (rank != 0)
+    with pytest.raises(UsageError, match="^stragglers does not apply to code='cpgc'; it takes "
+                       "load$") as bad:
+        mpicoded.run(Ridge(), code="cpgc", stragglers=2, quiet=True)  # found on rank 0 only
+    assert bad.value.echoed == (rank != 0)
     with pytest.raises(ValueError, match="stragglers=99 is out of range"):
         mpicoded.run(Ridge(), code="gfrc", stragglers=99, quiet=True)  # found on rank 0 only
     with pytest.raises(ValueError, match="MatVecJob: it needs a code whose target is 'each'"):
@@ -304,15 +312,16 @@ def test_wait_modes():
 def test_auto_wait_counts_the_ranks_and_cores_of_this_node():
     """``--wait auto`` asks MPI which ranks share this node and pools their affinities (no
     launcher variable: the same under mpirun, srun and MPICH): here every rank is on one node,
-    and a rank that may run on fewer cores than the node has ranks yields."""
+    and a rank that may run on fewer cores than the node has ranks yields; none is held to a
+    CPU quota here (a launched test would be told so by --throttle)."""
     import os
 
     from mpicoded.runtime.waits import end_waits, node_load, set_wait
 
     comm = MPI.COMM_WORLD
-    local, cores = node_load(comm)
+    local, cores, held = node_load(comm)
     mine = os.sched_getaffinity(0)
-    assert local == comm.Get_size()
+    assert local == comm.Get_size() and not held
     assert len(mine) <= cores <= (os.cpu_count() or 1)
     try:
         assert set_wait("auto", comm) == ("spin" if local <= cores else "yield")

@@ -80,13 +80,25 @@ def test_slug_matches_mkdocs():
     assert slug("Idle waits: `--wait`") == "idle-waits-wait"
 
 
-def test_the_wire_layouts_are_rendered_a_row_a_tag():
-    """docs/hooks.py turns architecture.md's marker into LAYOUTS, every tag a row of its own."""
-    spec = importlib.util.spec_from_file_location("hooks", ROOT / "docs" / "hooks.py")
+def _generate():  # docs/generate.py, which is not in a package
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "docs" / "generate.py")
     assert spec is not None and spec.loader is not None
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
-    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert hooks.LAYOUTS_MARKER in page.splitlines()
-    rows = hooks.layouts_markdown().splitlines()[2:]
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    return generate
+
+
+def test_the_wire_layouts_are_rendered_a_row_a_tag():
+    """docs/generate.py turns LAYOUTS into a table, every tag a row of its own."""
+    rows = _generate().layouts_markdown().splitlines()[2:]
     assert [row.split("|")[1].strip() for row in rows] == [f"`{t.name}` ({int(t)})" for t in Tag]
+
+
+def test_the_generated_tables_are_current():
+    """Every generated table in docs/ is what ``python docs/generate.py`` writes now, and no
+    cell holds a pipe (shown as ``\\|`` in code on the site)."""
+    generate = _generate()
+    for page in {where for where, _ in generate.TABLES.values()}:
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert generate.refreshed(page, text) == text, f"run python docs/generate.py ({page})"
+        assert "\\|" not in text, page

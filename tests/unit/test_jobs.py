@@ -171,13 +171,13 @@ def test_a_job_without_data_is_refused():
         coded(object(), make_code("uncoded", 2))
 
 
-def test_each_kind_of_job_is_registered_once_with_its_default_code():
+def test_each_kind_of_job_is_registered_once_with_its_code_defaults():
     from mpicoded.jobs import JOB_KINDS, job_kind
 
     assert [k.base for k in JOB_KINDS] == [GradientJob, MatVecJob]
-    assert job_kind(Ridge()).default_code == "frc" and job_kind(Ridge()).code_defaults == {}
-    power = job_kind(MatVecJob.__new__(MatVecJob))
-    assert power.default_code == "mds" and power.code_defaults == {"target": "each"}
+    assert job_kind(Ridge()).code_defaults == {}
+    assert job_kind(MatVecJob.__new__(MatVecJob)).code_defaults == {"target": "each"}
+    assert (Ridge.measured_as, MatVecJob.measured_as) == ("gradient", "matvec")
     with pytest.raises(TypeError, match=r"^int is not a job: subclass mpicoded.GradientJob or "
                        r"mpicoded.MatVecJob$"):
         job_kind(3)
@@ -337,6 +337,18 @@ def test_load_npz_and_csv(tmp_path):
                comments="")
     got = load(tmp_path / "d.csv")
     assert np.array_equal(got.X, X) and np.array_equal(got.y, y)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"a,b,y\n" + b"1,2,3\n" * 57 + b"1,x,3\n", "line 59, column 2: 'x' is not a number"),
+    (b"# made by hand\n" + b"1,2,3\n" * 10 + b"\n1,2\n", "line 13 has 2 values, the lines before 3"),
+])
+def test_a_bad_csv_line_is_named_by_the_files_own_numbering(tmp_path, content, message):
+    path = tmp_path / "d.csv"
+    path.write_bytes(content)
+    with pytest.raises(DatasetError, match=message) as raised:
+        load(path)
+    assert "usecols" not in str(raised.value)
 
 
 @pytest.mark.parametrize(("content", "name", "message"), [

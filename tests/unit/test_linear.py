@@ -60,6 +60,9 @@ def test_logreg_under_mds_computes_every_partition_and_is_warned_about():
     light = coded(user, make_code("frc", 6, stragglers=1))  # two partitions a task: allowed
     assert light.describe()["task_cost_ratio"] == pytest.approx(2.0)
     assert cost_warning(light, light.code) is None
+    uneven = coded(LogReg(samples=1201, features=5, seed=1), make_code("frc", 6, stragglers=1))
+    assert uneven.describe()["task_cost_ratio"] > 2.0  # 402 rows against 200.2: still two
+    assert cost_warning(uneven, uneven.code) is None  # partitions, the code recommended
 
 
 CODES = [("uncoded", {}), ("uncoded", {"partitions": 9, "target": "each"}),

@@ -94,3 +94,19 @@ def test_a_dashboard_without_metrics_follows_a_temporary_file():
     assert settled.metrics.endswith(".jsonl") and settled.trace is True
     with pytest.raises(UsageError, match="--dashboard 70000 is out of range"):
         settle_output(options(dashboard=70000), append=False)
+
+
+def test_an_api_callers_messages_name_keywords_not_flags():
+    """A value that parses becomes the keyword's value; a flag with none, its keyword; a
+    job flag, which the API has not, stays as it is."""
+    from mpicoded.options import as_keywords
+
+    assert as_keywords("--stragglers does not apply to --code cpgc; it takes --load") == (
+        "stragglers does not apply to code='cpgc'; it takes load")
+    assert as_keywords("--no-purge with --partial on, or --partitions 24.") == (
+        "no_purge=True with partial='on', or partitions=24.")
+    assert as_keywords("--no-trace, --samples 5") == "trace=False, --samples 5"
+    assert as_keywords("--profile does nothing here: it needs --delay seed000") == (
+        "profile does nothing here: it needs delay='seed000'")
+    assert as_keywords("--no-purge --split adaptive; --checkpoint DIR") == (
+        "no_purge=True split='adaptive'; checkpoint DIR")

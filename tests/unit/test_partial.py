@@ -10,7 +10,7 @@ import pytest
 from sessions import Decodes, Driver, after_silence, left_out, lists, of
 
 from mpicoded.codes import make_code
-from mpicoded.codes.partial import holders, partial_code
+from mpicoded.codes.partial import holders, partial_code, piece_cost
 from mpicoded.core import events as ev
 from mpicoded.core.pieces import QUIET_ROUNDS
 from mpicoded.core.shape import Shape
@@ -262,7 +262,7 @@ def test_the_simulator_pays_no_redundancy_without_a_straggler():
     static code computes three partitions a worker; with a 20x straggler it beats static."""
     code = make_code("gfrc", 6, stragglers=2)
     part = partial_code(code, [40000] * 6, 2500)
-    cost = np.array([(p.stop - p.start) / 40000 for p in part.params["pieces"]])
+    cost = piece_cost(part)
     none = DelayModel("persistent", seed=0, task_time=1.0)
     slow = DelayModel("persistent", seed=0, task_time=1.0, slow=frozenset({1}), slow_factor=20)
     assert Simulator(part, none, cost).run(5).mean("wall_s") == pytest.approx(1.0)
@@ -281,7 +281,7 @@ def test_spread_pays_a_straggler_only_its_share():
         code = make_code(name, 6, stragglers=1)
         rows = [240000 // code.n_partitions] * code.n_partitions
         part = partial_code(code, rows, 400)
-        cost = np.array([(p.stop - p.start) / (40000) for p in part.params["pieces"]])
+        cost = piece_cost(part)
         walls[name] = Simulator(part, slow, cost).run(5).mean("wall_s")
     assert walls["gfrc"] >= 1.5 and walls["spread"] <= 1.25, walls
 
@@ -515,3 +515,42 @@ def test_a_silent_worker_is_sent_one_round_in_three():
         sent, _, opened = play_round(d, vals, 1, opened)
         rounds.append(1 in sent)
     assert rounds == [True] * 3 + [False, False, True] * 3
+
+
+@pytest.mark.parametrize("linger", [True, False])
+def test_the_end_does_not_wait_for_a_worker_with_nothing_in_the_last_round(linger):
+    """Partial spread s=1, worker 1 silent: the last round decodes without it, every other
+    rank acknowledges STOP, and the run ends then with rank 2 lingering (its acknowledgement
+    taken after the run) under ``linger``; without, the end waits for it."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, _ = values_of(part, np.random.default_rng(3))
+    d = Driver(part, work=Decodes(part), iterations=1, linger=linger)
+    _, _, out = play_round(d, vals, 1, d.open())
+    assert of(out, ev.Stop) == [ev.Stop(r) for r in range(1, 7)]
+    d.handle(ev.LossComputed(0, 0, None, 1.0))  # the job is done: the end is waited for
+    fast = [d.handle(ev.StopAcknowledged(r)) for r in (1, 3, 4, 5, 6)]
+    assert fast[:-1] == [[]] * 4
+    releases = [ev.Release(r) for r in (1, 3, 4, 5, 6)]
+    if linger:
+        assert fast[-1][:-1] == [*releases, ev.Linger(2)]
+        assert isinstance(fast[-1][-1], ev.Finish)
+        assert d.handle(ev.StopAcknowledged(2)) == []  # after the end: the executor's
+    else:
+        assert fast[-1] == []
+        last = d.handle(ev.StopAcknowledged(2))
+        assert last[:-1] == [ev.Release(r) for r in range(1, 7)]
+        assert isinstance(last[-1], ev.Finish)
+
+
+def test_a_worker_with_a_live_result_in_the_last_round_is_waited_for():
+    """Every worker sent a live piece in the round: the end waits for each acknowledgement."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, _ = values_of(part, np.random.default_rng(3))
+    d = Driver(part, work=Decodes(part), iterations=1, linger=True)
+    play_round(d, vals, -1, d.open())
+    d.handle(ev.LossComputed(0, 0, None, 1.0))
+    assert [i for r in range(1, 6) for i in d.handle(ev.StopAcknowledged(r))] == []
+    last = d.handle(ev.StopAcknowledged(6))
+    assert last[:-1] == [ev.Release(r) for r in range(1, 7)]

@@ -16,15 +16,29 @@ ITERATION = {"record": "iteration", "job": 0, "wall_s": 0.01, "results_used": 3,
 def test_summary_and_plot(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     rows = [{**ITERATION, "iteration": i, "loss": 1.0 / (i + 1)} for i in range(5)]
+    rows.append({"record": "job", "job": 0, "arrival_s": 0.0, "start_s": 0.0, "done_s": 0.09,
+                 "in_order_delay_s": 0.09, "final_loss": 0.2})
     rows.append({"record": "run", "code": {"name": "frc", "n_tasks": 6}, "n_workers": 6,
-                 "makespan_s": 0.1, "job_done_s": 0.09, "failed_workers": 1, "recodes": 0})
+                 "makespan_s": 0.1, "job_done_s": 0.09, "failed_workers": 1, "recodes": 0,
+                 "genie_mean_in_order_delay_s": 0.0})
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert main([str(path), "--out", str(tmp_path / "plots")]) == 0
     out = capsys.readouterr().out
     assert "iterations               5" in out and "1.000000 -> 0.200000" in out
     assert "failed workers" in out and "job done" in out and "0.090 s" in out
+    assert "jobs" not in out and "genie" not in out  # one job: no stream to sum up
     pytest.importorskip("matplotlib")
     assert (tmp_path / "plots" / "run.png").stat().st_size > 1000
+
+
+def test_the_loss_starts_before_the_first_step_as_train_prints_it(tmp_path, capsys):
+    path = tmp_path / "run.jsonl"
+    rows = [{**ITERATION, "iteration": i, "loss": 0.5 / (i + 1)} for i in range(3)]
+    rows.append({"record": "run", "code": {"name": "frc", "n_tasks": 6}, "n_workers": 6,
+                 "makespan_s": 0.1, "initial_loss": 0.693147})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main([str(path), "--out", str(tmp_path)]) == 0
+    assert "0.693147 -> 0.166667" in capsys.readouterr().out
 
 
 def test_not_a_metrics_file(tmp_path, capsys):

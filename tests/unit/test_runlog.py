@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -45,8 +44,8 @@ def test_follows_the_file_as_it_grows_and_waits_for_unfinished_lines(tmp_path):
     assert totals.iteration_seconds_sum == pytest.approx(0.024)
     assert totals.iteration_buckets[BUCKETS.index(0.005)] == 1
     assert totals.iteration_buckets[BUCKETS.index(0.025)] == 2  # cumulative
-    assert dict(totals.worker_tasks) == {(0, "used"): 1, (1, "purged"): 1}
-    assert log.workers()["worker"] == [0.0, 1.0] and log.workers()["load"] == [1.0, 1.0]
+    assert dict(totals.rank_tasks) == {(1, "used"): 1, (2, "purged"): 1}  # MPI ranks
+    assert log.workers()["rank"] == [1.0, 2.0] and log.workers()["load"] == [1.0, 1.0]
 
 
 def test_events_count_failures_and_recodes_and_a_new_run_starts_over(tmp_path):
@@ -62,13 +61,15 @@ def test_events_count_failures_and_recodes_and_a_new_run_starts_over(tmp_path):
     assert log.generation == 1 and log.totals.iterations == 1 and log.totals.recodes == 0
 
 
-def test_worker_summary_is_speed_of_finished_tasks_and_newest_load():
+def test_worker_summary_is_speed_against_the_median_and_newest_load_by_rank():
+    """Rank 2's one task was purged after its one chunk, in 0.5 s: it shows, 25x slower than
+    rank 1 (three chunks in 0.04 s)."""
     rows = [task(0, 0, "used", 0.0, 0.010), task(0, 0, "received", 0.010, 0.030),
             task(0, 1, "used", 0.1, 0.11), task(1, 0, "purged", 0.0, 0.5),
-            task(1, 1, "dropped", 0.6, 0.6)]
+            {**task(1, 1, "dropped", 0.6, 0.6), "chunks": 0}]  # never begun
     got = worker_summary(rows)
-    assert got["worker"] == [0.0, 1.0] and got["load"] == [1.0, 1.0]
-    assert got["task_ms"][0] == pytest.approx(40 / 3) and math.isnan(got["task_ms"][1])
+    assert got["rank"] == [1.0, 2.0] and got["load"] == [1.0, 1.0]
+    assert got["speed"][0] / got["speed"][1] == pytest.approx((3 / 0.04) / (1 / 0.5))
 
 
 def test_prometheus_text_has_every_counter_and_the_histogram(tmp_path):
@@ -89,7 +90,7 @@ def test_prometheus_text_has_every_counter_and_the_histogram(tmp_path):
                  'mpicoded_iteration_seconds_bucket{le="0.005"} 1.0',
                  'mpicoded_iteration_seconds_bucket{le="+Inf"} 2.0',
                  "mpicoded_iteration_seconds_count 2.0",
-                 'mpicoded_worker_tasks_total{outcome="stale",worker="2"} 1.0'):
+                 'mpicoded_worker_tasks_total{outcome="stale",rank="3"} 1.0'):
         assert line in text.splitlines(), line
 
 
@@ -112,7 +113,7 @@ def test_a_long_trace_keeps_the_newest_tasks_only(tmp_path):
     log = RunLog(str(path), keep_tasks=10)
     log.poll()
     assert log.task_count == 45 and 10 <= len(log.tasks) < 20
-    assert log.tasks[-1]["iteration"] == 44 and sum(log.totals.worker_tasks.values()) == 45
+    assert log.tasks[-1]["iteration"] == 44 and sum(log.totals.rank_tasks.values()) == 45
     everything = RunLog(str(path), keep_tasks=None)  # what report --html reads
     everything.poll()
     assert len(everything.tasks) == 45

@@ -109,3 +109,26 @@ def test_expected_iteration_time_by_hand():
     code = make_code("mds", 2, partitions=4, redundancy=1.5)
     delay = DelayModel("persistent", task_time=1.0, slow=frozenset({1}), slow_factor=3)
     assert expected_iteration_time(code, delay, np.array([4, 2]), iterations=3) == 3.0
+
+
+@pytest.mark.parametrize("partitions", [6, 12, 18])
+def test_a_row_costs_the_same_delay_however_finely_the_data_is_cut(partitions):
+    """The unit of injected work is a 1/n share of the data: uncoded on 6 workers takes one
+    unit an iteration whether the data is in 6, 12 or 18 partitions (it took 1, 2, 3)."""
+    code = make_code("uncoded", 6, partitions=partitions)
+    assert code.work_units.sum() == pytest.approx(6.0)
+    delay = DelayModel("persistent", task_time=1.0)
+    assert simulate(code, delay, iterations=3).mean("wall_s") == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("name", "params"), [("spread", {"stragglers": 2}),
+                                              ("frc", {"stragglers": 1}),
+                                              ("gfrc", {"stragglers": 2})])
+def test_the_pieces_of_the_data_cost_n_units_whatever_the_code(name, params):
+    """Every partition is cut once into pieces, so their units add up to the workers' count:
+    spread's 2n partitions cost what frc's n do."""
+    from mpicoded.codes.partial import partial_code, piece_cost
+
+    code = make_code(name, 6, **params)
+    part = partial_code(code, [240000 // code.n_partitions] * code.n_partitions, 1000)
+    assert piece_cost(part).sum() == pytest.approx(6.0)

@@ -193,8 +193,8 @@ def test_launcher_cli_error_is_one_line_and_status_2(capsys):
     assert main(["-n", "3", "--throttle", "2=abc", "--", "-m", "mpicoded.train"]) == 2
     err = capsys.readouterr().err
     assert err == ("mpicoded.launcher: error: --throttle '2=abc': expected RANK=FRACTION, "
-                   "RANK=FRACTION@START-END, workers=FRACTION, move=FRACTION/PERIOD[/SEED] or "
-                   "stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED], e.g. 2=0.25\n")
+                   "RANK=FRACTION@START-END, workers=FRACTION, move=FRACTION/PERIOD[/SEED], "
+                   "stalls=PROBABILITY/PERIOD/LOW-HIGH[/SEED] or trace=FILE, e.g. 2=0.25\n")
 
 
 def test_quota_files_written_as_the_kernel_reads_them(tmp_path):
@@ -290,7 +290,8 @@ def test_a_throttle_follows_its_schedule(tmp_path):
 
 def test_a_schedule_clock_starts_when_its_file_is_written(tmp_path):
     """With a clock file, the base shares hold from the launch and the windows (here one that
-    never ends) start only once the file is not empty: a straggler is not slow to start."""
+    never ends) start only once the file is not empty, and end with the run record: a
+    straggler is slow neither to start nor to shut down."""
     import dataclasses
 
     from mpicoded.throttle.controller import Controller
@@ -311,6 +312,13 @@ def test_a_schedule_clock_starts_when_its_file_is_written(tmp_path):
         assert not wait_for(lambda: quota.exists(), seconds=0.2)  # the run has not started
         clock.write_text('{"record": "start"}\n')
         assert wait_for(lambda: quota.exists() and quota.read_text() == "1000 66667")
+        with clock.open("a") as f:  # an iteration; then rank 0's last line, the run record
+            f.write('{"record": "iteration"}\n')
+        assert not wait_for(lambda: quota.read_text() != "1000 66667", seconds=0.2)
+        with clock.open("a") as f:
+            f.write('{"record": "run", "config": {}}\n')
+        assert wait_for(lambda: quota.read_text() == "6000 20000")  # the base share again
+        assert wait_for(lambda: not throttle._follower.is_alive())
     finally:
         throttle.stop()
 
@@ -352,3 +360,35 @@ def test_groups_left_by_a_dead_run_are_swept_when_the_next_one_starts(tmp_path):
     (dead / "rank1").mkdir(parents=True)
     Throttle({1: 0.5}, controller=controller).create()  # a new run sweeps first
     assert not dead.exists()
+
+
+def test_a_trace_of_slowdowns_becomes_windows_of_shares():
+    """trace=FILE (the example the project ships): each rank's share is its base over its
+    slowdown from a row's time to the next row's, its base again where the trace says 1."""
+    from mpicoded import examples
+
+    trace = Path(examples.__file__).parent / "slowdowns.csv"
+    schedule = parse_schedule(f"workers=0.3,trace={trace}", 7)
+    assert not schedule.static and schedule.keys == [1, 2, 3, 4, 5, 6]
+    assert schedule.at(-1.0) == dict.fromkeys(range(1, 7), 0.3)  # before the clock starts
+    assert schedule.at(1.0) == {**dict.fromkeys(range(1, 7), 0.3), 2: 0.015}
+    assert schedule.at(4.0) == {**dict.fromkeys(range(1, 7), 0.3), 5: 0.015}
+    assert schedule.at(8.2)[1] == pytest.approx(0.01) and schedule.at(8.2)[4] == pytest.approx(0.2)
+    assert schedule.at(9.0) == dict.fromkeys(range(1, 7), 0.3)
+    assert schedule.next_change(2.0) == 3.0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("1,2\n0,1\n", "the first line must be seconds,RANK"),
+    ("seconds,2\n0,x\n", "line 2: not numbers"),
+    ("seconds,2\n0,20\n0,1\n", "line 3: a time after the line before's, then 1 slowdowns >= 1"),
+    ("seconds,2\n0,0.5\n", "line 2: a time after"),
+    ("seconds,9\n0,2\n", "rank 9 is out of range"),
+])
+def test_a_bad_trace_names_its_line(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        parse_schedule(f"trace={path}", 4)
+    with pytest.raises(ValueError, match="No such file"):
+        parse_schedule(f"trace={tmp_path / 'none.csv'}", 4)

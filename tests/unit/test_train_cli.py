@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,8 @@ def fingerprint(argv, n_workers):
 
 def test_defaults_plan_a_straggler_tolerant_run():
     plan = plan_run([], n_workers=20)
-    assert plan.code.name == "frc" and plan.code.params["stragglers"] == 3
+    assert plan.code.name == "spread" and plan.code.params["stragglers"] == 2
+    assert plan.options.partial == "on"
     assert plan.delay.kind == "seed001" and plan.job.name == "logreg"
     assert plan.options.iterations == 50 and plan.metrics is None
 
@@ -64,7 +67,8 @@ def test_partial_work_cuts_the_code_into_pieces_of_the_chunk_grid():
     (["--code", "gfrc", "--stragglers", "2"], "on"),  # measured faster in every pattern
     (["--code", "frc", "--stragglers", "3"], "on"),  # the default run's code
     ([], "on"),
-    (["--code", "frc", "--stragglers", "3", "--split", "adaptive"], "off"),  # a load split
+    (["--split", "adaptive"], "on"),  # an adaptive split: pieces move within the iteration
+    (["--split", "adaptive", "--partitions", "24"], "off"),  # a split of whole tasks
     (["--code", "cpgc", "--load", "2"], "off"),  # not measured
 ])
 def test_partial_work_is_on_by_default_where_the_code_is_made_for_it(argv, partial):
@@ -81,13 +85,15 @@ def test_a_matrix_vector_job_takes_partial_work_when_asked():
 def test_slow_workers_are_ranks():
     plan = plan_run(["--delay", "persistent", "--slow-workers", "1,4"], n_workers=4)
     assert plan.delay.slow == frozenset({0, 3})  # ranks 1 and 4 are workers 0 and 3
+    assert plan.delay.describe()["slow_workers"] == [1, 4]  # the run record says ranks, too
 
 
 @pytest.mark.parametrize(("argv", "n", "message"), [
     ([], 0, "needs at least 2 MPI ranks"),
     (["--code", "uncoded", "--stragglers", "2"], 4,
      "--stragglers does not apply to --code uncoded; it takes --partitions, --target"),
-    (["--target", "each"], 4, "--target does not apply to --code frc; it takes --stragglers"),
+    (["--code", "frc", "--target", "each"], 4,
+     "--target does not apply to --code frc; it takes --stragglers"),
     (["--code", "cpgc", "--load", "9"], 4, r"load=9 is out of range: allowed in \[1, 4\]"),
     (["--code", "cyclic", "--tolerance", "0.5"], 4, "allowed tolerance 0"),
     (["--code", "cpgc", "--tolerance", "1.5"], 4, r"--tolerance 1.5 is out of range: allowed \[0, 1\)"),
@@ -102,7 +108,12 @@ def test_slow_workers_are_ranks():
      "partial work needs a binary code"),
     (["--partial", "on", "--job", "linreg"], 4, "cannot be computed in pieces: it is coded on "
      "its data"),
-    (["--partial", "on", "--split", "adaptive"], 4, "--partial on runs the code's own placement"),
+    (["--partial", "on", "--split", "adaptive", "--code", "frc", "--stragglers", "1"], 4,
+     "--partial on runs the code's own placement: it takes no --split of whole tasks "
+     r"\(--split adaptive without --code is partial work"),
+    (["--split", "adaptive", "--gamma", "2"], 4, "--gamma 2.0 weighs a split of whole tasks, "
+     "and --split adaptive without --code moves pieces within the iteration instead; give "
+     "--code uncoded --partitions 16"),
     (["--partial", "on", "--chunk-rows", "0"], 4, "--partial on needs chunks"),
     (["--partial", "on", "--job", "pagerank", "--code", "mds", "--stragglers", "1",
       "--tolerance", "0.5", "--nodes", "200"], 4, "decodes every row range exactly"),
@@ -145,7 +156,8 @@ def test_stream_and_split_flags(tmp_path):
     profile = tmp_path / "p.json"
     profile.write_text('[{"mu": 1, "c": 0.5}, {"mu": 3}]')
     plan = plan_run(["--delay", "seed000", "--profile", str(profile), "--code", "uncoded",
-                     "--split", "adaptive", "--samples", "100"], n_workers=2)
+                     "--split", "adaptive", "--partitions", "8", "--samples", "100"],
+                    n_workers=2)
     assert plan.delay.profile == ((1.0, 0.5), (3.0, 0.0)) and plan.splitter.kind == "adaptive"
 
 
@@ -154,13 +166,74 @@ def test_stream_and_split_flags(tmp_path):
     (["--delay", "seed000"], "delay seed000 needs a heterogeneity profile"),
     (["--delay", "seed000", "--profile", "paper000"], "profile paper000 describes 20 workers, "
                                                       "the run has 4"),
-    (["--profile", "/nope.json"], "no such file"),
+    (["--profile", "/nope.json", "--delay", "seed000"], "no such file"),
     (["--jobs", "2", "--arrival-rate", "0"], "allowed jobs >= 1, rate > 0"),
     (["--split", "adaptive", "--gamma", "-1"], "--gamma -1.0 is out of range"),
 ])
 def test_stream_usage_errors(argv, message):
     with pytest.raises(UsageError, match=message):
         plan_run(argv, n_workers=4)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--delay", "none", "--mu", "5"], "--mu does nothing here: it needs --delay seed001"),
+    (["--task-time", "0.1"], "--task-time does nothing here: it needs --delay persistent"),
+    (["--delay", "none", "--slow-workers", "2"], "--slow-workers does nothing here: it needs "
+     "--delay persistent or compute"),
+    (["--delay", "persistent", "--slow-factor", "5"], "--slow-factor does nothing here: it "
+     "needs --delay persistent or compute, with --slow-workers or --slow-every"),
+    (["--profile", "paper000"], "--profile does nothing here: it needs --delay seed000 or "
+     "--split optimal"),
+    (["--delay", "none", "--time-scale", "0.5"], "--time-scale does nothing here"),
+    (["--gamma", "2"], "--gamma does nothing here: it needs --split optimal or adaptive"),
+    (["--arrival-rate", "2"], "--arrival-rate does nothing here: it needs --jobs above 1"),
+    (["--checkpoint-every", "5"], "--checkpoint-every does nothing here: it needs "
+     "--checkpoint DIR"),
+])
+def test_a_flag_that_would_do_nothing_is_refused_with_what_it_needs(argv, message):
+    with pytest.raises(UsageError, match=message):
+        plan_run([*argv, "--samples", "4000"], n_workers=4)
+
+
+def test_the_same_flags_where_they_count_are_taken():
+    for argv in (["--delay", "seed001", "--mu", "5", "--alpha", "0.1", "--time-scale", "0.5"],
+                 ["--delay", "persistent", "--task-time", "0.1", "--slow-workers", "2",
+                  "--slow-factor", "5", "--slow-from", "3"],
+                 ["--delay", "compute", "--slow-every", "4", "--slow-factor", "3"],
+                 ["--delay", "none", "--jobs", "2", "--arrival-rate", "2", "--time-scale", "0.5"],
+                 ["--split", "adaptive", "--code", "uncoded", "--partitions", "8", "--gamma", "2"]):
+        plan_run([*argv, "--samples", "4000"], n_workers=4)
+
+
+def test_an_adaptive_split_without_a_code_moves_pieces_within_the_iteration():
+    """No code: every worker holds the data (spread over all of them, one partition) and
+    partial work, not a Splitter, moves the load; asked for whole tasks (--partitions, or no
+    partial work, or a job it cannot cut), uncoded with four partitions a worker."""
+    plan = plan_run(["--split", "adaptive", "--samples", "4000"], n_workers=6)
+    assert (plan.code.name, plan.code.params["stragglers"], plan.code.n_partitions,
+            plan.options.partial, plan.splitter) == ("spread", 5, 1, "on", None)
+    for argv in (["--partial", "off"], ["--job", "linreg"], ["--chunk-rows", "0"]):
+        plan = plan_run([*argv, "--split", "adaptive", "--samples", "4000"], n_workers=6)
+        assert (plan.code.name, plan.code.n_partitions, plan.options.partial) == (
+            "uncoded", 24, "off")
+    plan = plan_run(["--split", "adaptive", "--partitions", "30", "--samples", "4000"],
+                    n_workers=6)
+    assert plan.code.n_partitions == 30 and plan.splitter.loads.sum() == 30
+    with pytest.raises(UsageError, match="--load does not apply to --code uncoded"):
+        plan_run(["--split", "adaptive", "--load", "2", "--samples", "4000"], n_workers=6)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--code", "uncoded"], "--code uncoded has 6 for 6 workers: with one a worker there is "
+     "nothing to move; leave --code out .* or give --code uncoded --partitions 24"),
+    (["--code", "frc", "--stragglers", "1"], "nothing to move"),
+    (["--code", "mds", "--partitions", "12", "--redundancy", "1.5"],
+     "a task of .* costs 12x a plain partition's compute .*, and a split runs without partial "
+     "work, which would cut them; leave --code out"),
+])
+def test_a_split_that_cannot_do_well_is_refused_with_the_fix(argv, message):
+    with pytest.raises(UsageError, match=message):
+        plan_run([*argv, "--split", "adaptive", "--samples", "4000"], n_workers=6)
 
 
 def test_unwritable_checkpoint_directory_is_refused_up_front():
@@ -206,3 +279,22 @@ def test_resume_of_a_finished_run_has_nothing_to_do(tmp_path):
     assert metrics.read_text() == "the finished run's metrics\n"  # not truncated
     plan = plan_run([*argv[:-2], "--iterations", "8", "--resume"], n_workers=4)  # train on
     assert (plan.resume.job, plan.resume.iteration) == (0, 5)
+
+
+def test_too_few_ranks_are_told_their_own_command(monkeypatch):
+    """The hint names the program that was started (a script, or a module run with -m), not
+    mpicoded.train."""
+    import types
+
+    from mpicoded.plan import launch_hint
+
+    monkeypatch.setattr("sys.argv", ["/home/me/fit.py", "--lr", "0.1"])
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+    assert launch_hint() == ("mpirun -n 7 python /home/me/fit.py --lr 0.1, or mpicoded launch -n 7 "
+                             "-- /home/me/fit.py --lr 0.1")
+    module = types.ModuleType("__main__")
+    module.__spec__ = types.SimpleNamespace(name="mpicoded.examples.ridge")
+    monkeypatch.setitem(sys.modules, "__main__", module)
+    monkeypatch.setattr("sys.argv", ["/x/ridge.py"])
+    assert launch_hint(3) == ("mpirun -n 3 python -m mpicoded.examples.ridge, or mpicoded launch "
+                              "-n 3 -- -m mpicoded.examples.ridge")

@@ -1,0 +1,158 @@
+"""Each worker's compute speed from the task trace (pure): row chunks computed a second of task
+time, against the median worker's, over the run and over windows of its iterations, so that a
+report can name the slow ranks (with an all-reduce every rank looks as slow as the slowest)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+SLOW = 0.5  # a worker at most this fraction of the median worker's speed is a straggler
+WINDOWS = 4  # the run's iterations cut in this many windows
+
+Task = Mapping[str, Any]  # a "record": "task" line of the metrics file
+
+
+@dataclass(frozen=True)
+class WorkerSpeed:
+    """One worker: its MPI rank, its speed against the median worker's over the run and in its
+    slowest window (1.0: as fast), the row chunks it computed, its tasks purged or dropped."""
+
+    rank: int
+    speed: float
+    slowest: float
+    chunks: int
+    cut: int
+
+
+def _relative(tasks: Sequence[Task], workers: list[int]) -> dict[int, float]:
+    """Each worker's chunks a second over ``tasks``, over the median worker's (0.0 for one that
+    computed nothing while others did); empty if nobody computed anything."""
+    chunks = dict.fromkeys(workers, 0)
+    busy = dict.fromkeys(workers, 0.0)
+    for t in tasks:
+        if t["chunks"] > 0:
+            chunks[t["worker"]] += t["chunks"]
+            busy[t["worker"]] += t["end_s"] - t["start_s"]
+    rate = {w: chunks[w] / busy[w] if busy[w] > 0 else 0.0 for w in workers}
+    median = float(np.median(list(rate.values()))) if rate else 0.0
+    return {w: r / median for w, r in rate.items()} if median > 0 else {}
+
+
+def speeds(tasks: Sequence[Task]) -> list[WorkerSpeed]:
+    """Every worker in the trace, slowest first (empty without one)."""
+    workers = sorted({t["worker"] for t in tasks})
+    overall = _relative(tasks, workers)
+    if not overall:
+        return []
+    keys = sorted({(t["job"], t["iteration"]) for t in tasks})
+    where = {key: i * WINDOWS // len(keys) for i, key in enumerate(keys)}
+    windows: list[list[Task]] = [[] for _ in range(WINDOWS)]
+    for t in tasks:
+        windows[where[(t["job"], t["iteration"])]].append(t)
+    slowest = dict(overall)
+    for window in windows:
+        for w, speed in _relative(window, workers).items():
+            slowest[w] = min(slowest[w], speed)
+    out = [WorkerSpeed(w + 1, overall[w], slowest[w],
+                       sum(t["chunks"] for t in tasks if t["worker"] == w),
+                       sum(t["worker"] == w and t["outcome"] in ("purged", "dropped")
+                           for t in tasks))
+           for w in workers]
+    return sorted(out, key=lambda s: (s.speed, s.rank))
+
+
+def speed_lines(tasks: Sequence[Task]) -> list[str]:
+    """The report's section: a line a worker, slowest first, then the stragglers by rank."""
+    table = speeds(tasks)
+    if not table:
+        return []
+    lines = ["worker speed (the task trace's row chunks a second, against the median worker's;"
+             " slowest first)",
+             f"  {'rank':>4}  {'speed':>6}  {'slowest window':>14}  {'chunks':>7}  "
+             f"{'purged or dropped':>17}"]
+    lines += [f"  {s.rank:>4}  {s.speed:>5.2f}x  {s.slowest:>13.2f}x  {s.chunks:>7}  {s.cut:>17}"
+              for s in table]
+    slow = [str(s.rank) for s in table if s.speed <= SLOW]
+    lines.append(f"stragglers (at most {SLOW:g}x the median over the run): "
+                 + (f"rank {', '.join(slow)}" if slow else "none"))
+    return lines
+
+
+class Timed(Protocol):
+    """What a speed needs of a task record (``core.trace.TaskRecord``): its worker (rank - 1),
+    times and chunks."""
+
+    @property
+    def worker(self) -> int: ...
+    @property
+    def start_s(self) -> float: ...
+    @property
+    def end_s(self) -> float: ...
+    @property
+    def chunks(self) -> int: ...
+
+
+class StragglerWatch:
+    """Says, as the run goes, when a worker rank becomes a straggler (at most SLOW of the median
+    worker's speed over the last ``window`` iterations, and at least ``span_s`` of the run, so
+    that a core shared by several ranks is not mistaken for a slow rank) and when it stops
+    being one (``say`` None: silent); ``stragglers`` names them over the whole run. Counts are
+    sums, so the master pays an addition a task record."""
+
+    def __init__(self, say: Callable[[str], object] | None, window: int = 10,
+                 span_s: float = 1.0) -> None:
+        self.say, self.window, self.span_s = say, window, span_s
+        self.chunks: Counter[int] = Counter()
+        self.busy: defaultdict[int, float] = defaultdict(float)
+        self.run_chunks: Counter[int] = Counter()
+        self.run_busy: defaultdict[int, float] = defaultdict(float)
+        self.iterations = 0
+        self.first_s, self.last_s = float("inf"), float("-inf")
+        self.slow: set[int] = set()
+
+    def add(self, records: Sequence[Timed]) -> None:
+        for r in records:
+            if r.chunks > 0:
+                for chunks, busy in ((self.chunks, self.busy), (self.run_chunks, self.run_busy)):
+                    chunks[r.worker + 1] += r.chunks
+                    busy[r.worker + 1] += r.end_s - r.start_s
+                self.first_s, self.last_s = min(self.first_s, r.start_s), max(self.last_s, r.end_s)
+
+    def iteration(self) -> None:
+        """An iteration reported: once a window is long enough, the ranks are judged."""
+        self.iterations += 1
+        if self.iterations < self.window or self.last_s - self.first_s < self.span_s:
+            return
+        rate = _median_relative(self.chunks, self.busy)
+        last = f"over the last {self.iterations} iterations"
+        self.chunks.clear()
+        self.busy.clear()
+        self.iterations = 0
+        self.first_s, self.last_s = float("inf"), float("-inf")
+        slow = {r for r, x in rate.items() if x <= SLOW}
+        if self.say is not None:
+            for r in sorted(slow - self.slow):
+                self.say(f"rank {r} is a straggler: {rate[r]:.2f}x the median worker's speed "
+                         f"{last}")
+            for r in sorted((self.slow - slow) & set(rate)):
+                self.say(f"rank {r} is no longer a straggler: {rate[r]:.2f}x the median {last}")
+        self.slow = slow | (self.slow - set(rate))  # a rank with nothing computed stays
+
+    def stragglers(self) -> dict[int, float]:
+        """The ranks at most SLOW of the median worker's speed over the run: their speeds."""
+        rate = _median_relative(self.run_chunks, self.run_busy)
+        return {r: round(x, 3) for r, x in sorted(rate.items()) if x <= SLOW}
+
+
+def _median_relative(chunks: Mapping[int, int], busy: Mapping[int, float]) -> dict[int, float]:
+    """Each rank's chunks a second over the median rank's (empty when nobody computed)."""
+    rate = {r: chunks[r] / busy[r] for r in busy if busy[r] > 0}
+    if not rate:
+        return {}
+    median = float(np.median(list(rate.values())))
+    return {r: x / median for r, x in rate.items()}

@@ -48,6 +48,10 @@ class Outbox:
         self.holdback = HoldBack() if hold_back else None
         self.on_withheld = on_withheld
         self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
+        # under ULFM every send is synchronous: Open MPI aborts the process when a standard
+        # send it has already completed (eager: copied, not delivered) fails on a link that
+        # went down, where a synchronous one completes only once the peer has it
+        self.synchronous = ft_enabled()
 
     def send(self, buf: Buffer, dest: int, tag: Tag) -> None:
         """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes); under
@@ -86,8 +90,8 @@ class Outbox:
             kind = MPI.DOUBLE if isinstance(buf, np.ndarray) else MPI.BYTE
             # under hold-back an ITERATE is synchronous: complete once the worker has read it,
             # so that a small θ is held back as a large one is
-            post = (self.comm.Issend if self.holdback is not None and tag == Tag.ITERATE
-                    else self.comm.Isend)
+            synchronous = self.synchronous or (self.holdback is not None and tag == Tag.ITERATE)
+            post = self.comm.Issend if synchronous else self.comm.Isend
             request = post([buf, kind], dest=dest, tag=int(tag))
         except MPI.Exception as exc:
             if not is_process_failure(exc):

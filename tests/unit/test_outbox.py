@@ -109,3 +109,20 @@ def test_hold_back_keeps_one_iterate_on_the_wire(size: int):
     assert got == [(tag.ITERATE, 0), (tag.PURGE, 0), (tag.STOP, -1)]
     box.drain()
     assert not box.pending
+
+
+@pytest.mark.parametrize("ft", [False, True])
+def test_under_ulfm_a_send_completes_only_once_received(ft: bool, monkeypatch):
+    """On COMM_SELF: a small RESULT goes eagerly (complete before it is read) unless ULFM is on,
+    where it stays on the wire until the receiver has it; then it completes either way."""
+    if ft:
+        monkeypatch.setenv("OMPI_MCA_mpi_ft_enable", "1")
+    protocol = pytest.importorskip("mpicoded.core.protocol")
+    box = outbox.Outbox(MPI.COMM_SELF)
+    box.send(np.arange(4.0), 0, protocol.Tag.RESULT)
+    box.prune()
+    assert len(box.pending) == (1 if ft else 0)
+    got = np.empty(4)
+    MPI.COMM_SELF.Recv(got, source=0, tag=int(protocol.Tag.RESULT))
+    box.drain()
+    assert not box.pending and got.tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -155,5 +155,9 @@ def summary_table(record: dict[str, Any]) -> str:
         rows.append(("stragglers", ", ".join(f"rank {r} ({x:.2f}x the median worker's speed)"
                                              for r, x in record["stragglers"].items())
                      or "none"))
+    if "handed" in record:  # partial work
+        rows.append(("handed to others", ", ".join(
+            f"rank {r}: {n} piece{'s' * (n != 1)}" for r, n in record["handed"].items())
+            or "none"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mpicoded.report: error: {exc}", file=sys.stderr)
         return 2
     print(summary(its, jobs, run, tasks))
-    print("\n".join(speed_lines(tasks)) if tasks else
+    handed = {int(r): n for r, n in run["handed"].items()} if "handed" in run else None
+    print("\n".join(speed_lines(tasks, handed)) if tasks else
           "worker speed: needs the task trace (run with --trace)")
     out = Path(args.out) if args.out else path.parent
     try:

@@ -66,16 +66,18 @@ def speeds(tasks: Sequence[Task]) -> list[WorkerSpeed]:
     return sorted(out, key=lambda s: (s.speed, s.rank))
 
 
-def speed_lines(tasks: Sequence[Task]) -> list[str]:
-    """The report's section: a line a worker, slowest first, then the stragglers by rank."""
+def speed_lines(tasks: Sequence[Task], handed: Mapping[int, int] | None = None) -> list[str]:
+    """The report's section: a line a worker, slowest first, then the stragglers by rank.
+    ``handed`` (partial work, the run record's): rank -> pieces of its share given to others."""
     table = speeds(tasks)
     if not table:
         return []
     lines = ["worker speed (the task trace's row chunks a second, against the median worker's;"
              " slowest first)",
              f"  {'rank':>4}  {'speed':>6}  {'slowest window':>14}  {'chunks':>7}  "
-             f"{'purged or dropped':>17}"]
+             f"{'purged or dropped':>17}" + ("  handed to others" if handed is not None else "")]
     lines += [f"  {s.rank:>4}  {s.speed:>5.2f}x  {s.slowest:>13.2f}x  {s.chunks:>7}  {s.cut:>17}"
+              + ("" if handed is None else f"  {handed.get(s.rank, 0):>16}")
               for s in table]
     slow = [str(s.rank) for s in table if s.speed <= SLOW]
     lines.append(f"stragglers (at most {SLOW:g}x the median over the run): "

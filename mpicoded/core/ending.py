@@ -108,7 +108,8 @@ class Ending:
         loads = None if s.splitter is None else [int(k) for k in s.splitter.loads]
         outcome = Outcome(stream.theta, stream.records, stream.losses, dict(s.totals),
                           self.counters, stream.jobs, s.recodes, stream.thetas, loads,
-                          sorted(self.timed_out), unstopped, s.withheld_tasks)
+                          sorted(self.timed_out), unstopped, s.withheld_tasks,
+                          dict(sorted(s.handed.items())))
         hung = (self.timed_out - self.stopped) | set(unstopped)
         return [*(Forget(r) for r in sorted(hung)),
                 *(Release(r) for r in sorted(self.stopped & running)),

@@ -335,6 +335,7 @@ class Outcome:
     timed_out: list[int]  # ranks declared failed for silence (alive, maybe)
     unstopped: list[int]  # ranks that never acknowledged STOP: hung
     withheld_tasks: int
+    handed: dict[int, int]  # partial work: rank -> pieces of its share given to others
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,9 @@ class PieceWork:
         self.fresh = set()
         rnd.lists = {w: list(schedule[w]) for w in rnd.outstanding}
         rnd.reported = dict.fromkeys(rnd.outstanding, 0)
+        rnd.share = {t: w for w in range(self.code.n_workers) for t in schedule[w]}
         rnd.owner = {t: w if w in rnd.outstanding else -1  # -1: nobody's (quiet, dead)
-                     for w in range(self.code.n_workers) for t in schedule[w]}
+                     for t, w in rnd.share.items()}
         rnd.sent = set(rnd.outstanding)
         for w in rnd.sent:
             self.last_sent[w] = self.rounds

@@ -30,6 +30,7 @@ class Round:
     owner: dict[int, int] = field(default_factory=dict)
     told: set[int] = field(default_factory=set)  # told a shortened list, silent since
     sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
+    share: dict[int, int] = field(default_factory=dict)  # piece -> the worker it was dealt to
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -56,6 +57,15 @@ class Round:
             if decoder.add_run(run, values[i]):  # type: ignore[index]
                 return True
         return False
+
+    def handed(self) -> dict[int, int]:
+        """Partial work: each worker's pieces of its own share that another owns now (taken
+        over, dealt out at the start, stood in for)."""
+        out: dict[int, int] = {}
+        for t, w in self.share.items():
+            if self.owner.get(t) != w:
+                out[w] = out.get(w, 0) + 1
+        return out
 
     def exhausted(self, worker: int) -> bool:
         """Whether nothing is owed any more, ``worker``'s last result included."""

@@ -165,6 +165,8 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = outcome.timed_out
     result.record["master_withheld_tasks"] = outcome.withheld_tasks
+    if session.piecework is not None:  # partial work: rank -> pieces given to others
+        result.record["handed"] = {str(r): n for r, n in outcome.handed.items()}
     result.record["lingering_workers"] = sorted(master.lingering)
     if watch is not None:  # rank: speed against the median worker's, over the run
         result.record["stragglers"] = {str(r): x for r, x in watch.stragglers().items()}

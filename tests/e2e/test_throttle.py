@@ -213,7 +213,8 @@ def test_a_trace_of_slowdowns_slows_the_rank_it_names(tmp_path):
 def test_an_adaptive_split_gives_a_throttled_rank_less_of_the_data(tmp_path):
     """``--split adaptive`` alone, rank 2 at 5% of a core: every worker holds the data and the
     others take over the far half of its share within each iteration, so it computes far
-    fewer rows than any other worker; θ equals an unthrottled run's up to reassociation."""
+    fewer rows than any other worker, and the run record says it handed the most pieces to
+    others; θ equals an unthrottled run's up to reassociation."""
     flags = ["--split", "adaptive", "--delay", "none", "--samples", "240000", "--features",
              "20", "--iterations", "15", "--loss-every", "0"]
     slow_run = train_record(tmp_path, "throttled", [*flags, "--trace"], {2: 0.05})
@@ -227,6 +228,8 @@ def test_an_adaptive_split_gives_a_throttled_rank_less_of_the_data(tmp_path):
             rows[t["worker"] + 1] = rows.get(t["worker"] + 1, 0) + t["chunks"]
     others = [rows.get(r, 0) for r in range(1, 7) if r != 2]
     assert rows.get(2, 0) < 0.5 * min(others), rows
+    handed = slow_run["handed"]  # what each rank's share gave to others: rank 2 the most
+    assert max(handed, key=handed.get) == "2", handed
     even = train_record(tmp_path, "even", flags, None)
     a, b = np.array(slow_run["final_theta"]), np.array(even["final_theta"])
     assert np.allclose(a, b, rtol=1e-9, atol=1e-12 * np.abs(b).max())

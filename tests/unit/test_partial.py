@@ -171,10 +171,13 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
     d.open()
     share = list(part.schedule[0])
     assert send(d, vals, 0, share[:2], 1.0) == []
+    taken = {}  # rank -> pieces of its share the partner took
     for w in (3, 2, 5, 4):  # pairs: the first done takes half of its partner's share; the
         done = send(d, vals, w, part.schedule[w], 2.0)  # partner sends its whole share:
         assert of(done, ev.Assign) == done  # the thief is spared
         assert sorted(a.rank - 1 for a in done) == ([w + 1] if w in (2, 4) else [w - 1, w])
+        if w in (3, 5):
+            taken[w] = len(assigned(done)[w])
     out = send(d, vals, 1, part.schedule[1], 2.0)
     owed, handed, told = share[2:], [], []
     while not of(out, ev.Decoded):
@@ -190,6 +193,8 @@ def test_idle_holders_take_over_a_stragglers_share_from_its_far_end():
         owed = owed[:k]
         out = send(d, vals, 1, given[1], 3.0)
     assert handed == [5, 2, 1, 1] and owed == [] and told == [4]
+    # by rank, what each gave away: worker 0 its nine, workers 2 and 4 what their partners took
+    assert d.session.handed == {1: 9, **taken} and min(taken.values()) > 0
     decoded = out[0]
     assert isinstance(decoded, ev.Decoded) and (decoded.job, decoded.iteration) == (0, 0)
     assert np.allclose(work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
@@ -445,6 +450,7 @@ def test_a_quiet_workers_share_is_dealt_out_with_the_round():
         out = send(d, vals, w, tasks, 1.0)
         if of(out, ev.Decoded):
             assert np.allclose(d.session.work.decoded[-1][0], each.sum(axis=0), rtol=1e-12)
+            assert d.session.handed[2] == len(part.schedule[1])  # rank 2 gave all its share
             return
         work += assigned(out).items()
     raise AssertionError("the round did not decode")

@@ -115,3 +115,18 @@ def test_the_run_names_its_stragglers_in_its_last_lines():
                             "speed)"]
     assert summary_table({**record, "stragglers": {}}).splitlines()[-1].split() == [
         "stragglers", "none"]
+    handed = summary_table({**record, "handed": {"2": 11, "4": 1}}).splitlines()[-1]
+    assert handed.split() == ["handed", "to", "others", "rank", "2:", "11", "pieces,", "rank",
+                              "4:", "1", "piece"]
+    assert summary_table({**record, "handed": {}}).splitlines()[-1].split()[-1] == "none"
+
+
+def test_the_table_says_what_each_worker_handed_to_others_under_partial_work():
+    """With the run record's ``handed`` (partial work) a column: rank 2 gave 30 pieces away,
+    the rest none; without it (no partial work) no column."""
+    tasks = trace([0.01, 0.2, 0.01, 0.011])
+    with_handed = speed_lines(tasks, {2: 30})
+    assert with_handed[1].split()[-3:] == ["handed", "to", "others"]
+    rows = {line.split()[0]: line.split()[-1] for line in with_handed[2:-1]}
+    assert rows == {"2": "30", "1": "0", "3": "0", "4": "0"}
+    assert "handed" not in speed_lines(tasks)[1]

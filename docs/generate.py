@@ -7,7 +7,8 @@ so it reads on GitHub as on the site: ``python docs/generate.py`` rewrites them,
 ``mpicoded.cli.SUBCOMMANDS``; ``train-flags`` the flags of ``python -m mpicoded.train``, one
 table per ``--help`` group (the job flags from ``mpicoded.train.build_parser``, then every run
 option from ``mpicoded.options.RunOptions`` with its ``mpicoded.run`` keyword);
-``wire-layouts`` is ``mpicoded.core.protocol.LAYOUTS``, a row a tag. None of these modules loads
+``unused-flags`` is ``mpicoded.unused.COUNTS``; ``wire-layouts`` is
+``mpicoded.core.protocol.LAYOUTS``, a row a tag. None of these modules loads
 MPI on import, so this runs without MPI.
 """
 
@@ -48,8 +49,10 @@ def _default(action: argparse.Action, keyword: object = None) -> str:
     """The flag's default, and the keyword's where it differs; where the code settles it, what
     the help says the default is."""
     value = action.default
+    if action.nargs == "?" and action.const is not None and value is None:
+        return f"off (given alone: `{action.const}`)"  # --dashboard [PORT]
     if value is None:
-        said = re.search(r"(?:^|[;(] ?)default:? ([^;]*)", action.help or "")
+        said = re.search(r"(?:^|[;(:] ?)default:? ([^;]*)", action.help or "")
         return _cell(_balanced(said.group(1))) if said else ""
     if value is False or value in ([], ()) or value == argparse.SUPPRESS:
         return ""  # a switch that is off, or none to show (--help, --version)
@@ -140,6 +143,18 @@ API = {  # the API page's sections: the objects each documents, by where they ar
     "api-jobs": ("mpicoded.jobs.kinds.GradientJob", "mpicoded.jobs.kinds.MatVecJob"),
     "api-torch": ("mpicoded.jobs.torchjob.TorchJob",),
     "api-log": ("mpicoded.log.log_to_stderr",),
+    "codes-api": ("mpicoded.codes.make_code", "mpicoded.codes.available_codes",
+                  "mpicoded.codes.code_parameters", "mpicoded.codes._base.Code",
+                  "mpicoded.codes._base.Decoder"),
+    "codes-decoders": ("mpicoded.codes.decoders.IntervalDecoder",
+                       "mpicoded.codes.decoders.PeelingDecoder",
+                       "mpicoded.codes.decoders.GenericDecoder"),
+    "codes-partial": ("mpicoded.codes.partial.partial_code", "mpicoded.codes.partial.PieceDecoder",
+                      "mpicoded.codes.partial.range_code", "mpicoded.codes.partial.RangeDecoder"),
+    "codes-constructors": tuple(f"mpicoded.codes.{m}" for m in (
+        "uncoded.make_uncoded", "frc.make_frc", "frc.make_gfrc", "cyclic.make_cyclic",
+        "cpgc.make_ucmmc", "cpgc.make_cpgc", "cpgc.make_mcc", "mds.make_mds",
+        "sparse.make_sparse", "spread.make_spread")),
 }
 OWN_FIELDS = {"RunOptions"}  # one field a flag: the CLI reference lists them, not this page
 
@@ -172,7 +187,8 @@ def api_markdown(name: str) -> str:
         short = dotted.rsplit(".", 1)[1]
         node = next(n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
                     and n.name == short)
-        out += [f"### `{module}.{short}`", ""]
+        public = ".".join(p for p in module.split(".") if not p.startswith("_"))
+        out += [f"### `{public}.{short}`", ""]
         if isinstance(node, ast.FunctionDef):
             out += ["```python", _signature(node), "```", "", *_doc(node)]
             continue
@@ -195,11 +211,24 @@ def api_markdown(name: str) -> str:
     return "\n".join(out)
 
 
+def unused_markdown() -> str:
+    """``mpicoded.unused.COUNTS``: each flag refused where it would do nothing, and what it
+    needs."""
+    from mpicoded.unused import COUNTS
+
+    rows = ["| flag | refused unless |", "|---|---|"]
+    rows += [f"| `--{name.replace('_', '-')}` | {_cell(needs)} |"
+             for name, (_, needs) in COUNTS.items()]
+    return "\n".join(rows)
+
+
 TABLES: dict[str, tuple[str, Callable[[], str]]] = {
+    "unused-flags": ("reference/cli.md", unused_markdown),
     "subcommands": ("reference/cli.md", subcommands_markdown),
     "train-flags": ("reference/cli.md", flags_markdown),
     "wire-layouts": ("architecture.md", layouts_markdown),
-    **{name: ("reference/api.md", partial(api_markdown, name)) for name in API},
+    **{name: ("reference/codes.md" if name.startswith("codes") else "reference/api.md",
+              partial(api_markdown, name)) for name in API},
 }
 
 

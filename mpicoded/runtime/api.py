@@ -110,7 +110,7 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
             raise UsageError(f"callbacks: {bad[0]!r} is not callable")
         opts = RunOptions.from_keywords(**given)
     except UsageError as exc:
-        raise UsageError(str(exc), echoed=world().Get_rank() != 0) from None
+        raise UsageError(str(exc), echoed=_lead(comm) != 0) from None
     rank = world().Get_rank()  # MPI loaded (under ULFM, told first not to finalize)
     from .linger import complete_lingering, free_later
 
@@ -149,6 +149,16 @@ def communicator(comm: MPI.Intracomm | None = None) -> MPI.Intracomm:
         raise TypeError(f"comm={comm!r}: expected an mpi4py intracommunicator (MPI.COMM_WORLD, "
                         "or one split from it)")
     return comm.Dup()
+
+
+def _lead(comm: MPI.Intracomm | None) -> int:
+    """This process's rank in the run's ranks (``comm``'s if it is one, else the world's):
+    rank 0 there is the one that prints what every rank raises."""
+    world_ = world()
+    from mpi4py import MPI
+
+    return (comm if isinstance(comm, MPI.Intracomm) and comm != MPI.COMM_NULL
+            else world_).Get_rank()
 
 
 def world() -> MPI.Intracomm:

@@ -92,15 +92,18 @@ def find_controller(mounts: str | None = None) -> Controller:
 
 
 def held_to_quota(mounts: str | None = None, cgroups: str | None = None,
-                  read: Callable[[Path], str] = lambda path: path.read_text()) -> bool:
-    """Whether this process (``cgroups``: its /proc/self/cgroup) runs under a CPU quota, its
-    own group's or an ancestor's (a container's): cgroup v1 cpu.cfs_quota_us other than -1,
-    v2 cpu.max other than max. False where nothing can be read."""
+                  read: Callable[[Path], str] = lambda path: path.read_text(),
+                  cores: int | None = None) -> bool:
+    """Whether this process (``cgroups``: its /proc/self/cgroup) runs under a CPU quota of
+    fewer cores than it may run on (``cores``: its affinity's), its own group's or an
+    ancestor's (a container's): cgroup v1 cpu.cfs_quota_us over cpu.cfs_period_us, v2
+    cpu.max. False where nothing can be read."""
     try:
         mounts = Path("/proc/self/mounts").read_text() if mounts is None else mounts
         cgroups = Path("/proc/self/cgroup").read_text() if cgroups is None else cgroups
     except OSError:
         return False
+    cores = len(os.sched_getaffinity(0)) if cores is None else cores
     paths: dict[int, str] = {}  # version -> this process's group path in that hierarchy
     for line in cgroups.splitlines():
         number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
@@ -111,15 +114,29 @@ def held_to_quota(mounts: str | None = None, cgroups: str | None = None,
     for version, point in controller_candidates(mounts):
         if version not in paths:
             continue
-        name, unlimited = ("cpu.cfs_quota_us", "-1") if version == 1 else ("cpu.max", "max")
         group = point / paths[version].lstrip("/")
         for where in (group, *group.parents):
             if not where.is_relative_to(point):
                 break
-            try:
-                if read(where / name).split()[0] != unlimited:
-                    return True
-            except (OSError, IndexError):
-                continue
+            share = _share(where, version, read)
+            if share is not None and share < cores:
+                return True
         return False
+    return False
+
+
+def _share(group: Path, version: int, read: Callable[[Path], str]) -> float | None:
+    """The cores ``group``'s quota allows (None: no quota, or none readable)."""
+    try:
+        if version == 2:
+            quota, period = (read(group / "cpu.max").split() + ["100000"])[:2]
+        else:
+            quota = read(group / "cpu.cfs_quota_us").strip()
+            try:
+                period = read(group / "cpu.cfs_period_us").strip()
+            except OSError:
+                period = "100000"
+        return None if quota in ("max", "-1") else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
     return False

@@ -176,6 +176,11 @@ def test_bad_options_raise_on_every_rank_and_nobody_hangs():
     with pytest.raises(UsageError, match="'stragler' is not an option of mpicoded.run") as bad:
         mpicoded.run(Ridge(), stragler=3)  # found by every rank alone
     assert bad.value.echoed == (rank != 0)
+    reversed_ = MPI.COMM_WORLD.Split(0, -rank)  # the run's rank 0 is the world's last
+    with pytest.raises(UsageError, match="'stragler' is not an option") as bad:
+        mpicoded.run(Ridge(), comm=reversed_, stragler=3)
+    assert bad.value.echoed == (reversed_.Get_rank() != 0)
+    reversed_.Free()
     with pytest.raises(UsageError, match="^stragglers does not apply to code='cpgc'; it takes "
                        "load$") as bad:
         mpicoded.run(Ridge(), code="cpgc", stragglers=2, quiet=True)  # found on rank 0 only
@@ -312,19 +317,21 @@ def test_wait_modes():
 def test_auto_wait_counts_the_ranks_and_cores_of_this_node():
     """``--wait auto`` asks MPI which ranks share this node and pools their affinities (no
     launcher variable: the same under mpirun, srun and MPICH): here every rank is on one node,
-    and a rank that may run on fewer cores than the node has ranks yields; none is held to a
-    CPU quota here (a launched test would be told so by --throttle)."""
+    and a rank that may run on fewer cores than the node has ranks yields, unless a rank is
+    held to a CPU quota (a container's, say): then every rank sleeps."""
     import os
 
     from mpicoded.runtime.waits import end_waits, node_load, set_wait
+    from mpicoded.throttle.controller import held_to_quota
 
     comm = MPI.COMM_WORLD
     local, cores, held = node_load(comm)
     mine = os.sched_getaffinity(0)
-    assert local == comm.Get_size() and not held
+    assert local == comm.Get_size() and held == comm.allreduce(held_to_quota(), op=MPI.LOR)
     assert len(mine) <= cores <= (os.cpu_count() or 1)
     try:
-        assert set_wait("auto", comm) == ("spin" if local <= cores else "yield")
+        assert set_wait("auto", comm) == (
+            "sleep" if held else "spin" if local <= cores else "yield")
         assert set_wait("auto", MPI.COMM_SELF) == "spin"  # one rank, at least one core
     finally:
         set_wait("sleep")

@@ -30,6 +30,13 @@ def files(table: dict[str, str]):
                              "/sys/fs/cgroup/pod/cpu.max": "150000 100000\n"}, True),  # a container's
     (V2, "0::/user.slice\n", {"/sys/fs/cgroup/user.slice/cpu.max": "max 100000\n"}, False),
     (V2, "0::/x\n", {}, False),  # nothing readable
+    (V2, "0::/pod\n", {"/sys/fs/cgroup/pod/cpu.max": "200000 100000\n"}, False),  # 2 of 2
+    (V1, "1:cpu:/big\n", {"/sys/fs/cgroup/cpu/big/cpu.cfs_quota_us": "100000\n",
+                          "/sys/fs/cgroup/cpu/big/cpu.cfs_period_us": "25000\n"}, False),
+    (V1, "1:cpu:/c\n", {"/sys/fs/cgroup/cpu/c/cpu.cfs_quota_us": "100000\n",
+                        "/sys/fs/cgroup/cpu/c/cpu.cfs_period_us": "100000\n"}, True),
 ])
 def test_a_quota_is_found_on_the_group_or_an_ancestor(mounts, cgroups, table, held):
-    assert held_to_quota(mounts, cgroups, files(table)) is held
+    """On two cores: a quota of fewer holds the process; one of two or more (four cores a
+    period of 25 ms) does not."""
+    assert held_to_quota(mounts, cgroups, files(table), cores=2) is held

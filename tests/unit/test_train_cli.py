@@ -185,6 +185,10 @@ def test_stream_usage_errors(argv, message):
     (["--profile", "paper000"], "--profile does nothing here: it needs --delay seed000 or "
      "--split optimal"),
     (["--delay", "none", "--time-scale", "0.5"], "--time-scale does nothing here"),
+    (["--delay", "compute", "--slow-workers", "2", "--time-scale", "0.5"],
+     "--time-scale does nothing here: it needs a --delay that sleeps"),
+    (["--delay", "persistent", "--slow-every", "3", "--slow-workers", "2"],
+     "--slow-workers does nothing here: it needs .* without --slow-every"),
     (["--gamma", "2"], "--gamma does nothing here: it needs --split optimal or adaptive"),
     (["--arrival-rate", "2"], "--arrival-rate does nothing here: it needs --jobs above 1"),
     (["--checkpoint-every", "5"], "--checkpoint-every does nothing here: it needs "

@@ -156,6 +156,20 @@ def test_throttled_worker_is_purged_mid_task(tmp_path):
     assert groups_left(os.getpid()) == []
 
 
+def test_the_report_names_nobody_when_every_worker_has_the_same_share(tmp_path):
+    """Every worker held to 0.3 of a core (as separate machines would be), nobody slower: the
+    report's worker table and the run's last row name no straggler."""
+    flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "400000",
+             "--features", "20", "--iterations", "15", "--loss-every", "0", "--trace"]
+    record = train_record(tmp_path, "even", flags, dict.fromkeys(range(1, 7), 0.3))
+    assert record["stragglers"] == {}, record["stragglers"]
+    report = subprocess.run([sys.executable, "-m", "mpicoded.report",
+                             str(tmp_path / "even.jsonl"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "stragglers (at most 0.5x the median over the run): none\n" in report.stdout
+
+
 def test_a_moving_throttle_changes_which_rank_is_slow(tmp_path):
     """--throttle move=0.02/1/3: every second a different worker rank is held to 2% of a core
     while the run goes on. From the task records: for 30 iterations in a row one worker has

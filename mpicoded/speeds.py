@@ -38,9 +38,7 @@ def _relative(tasks: Sequence[Task], workers: list[int]) -> dict[int, float]:
         if t["chunks"] > 0:
             chunks[t["worker"]] += t["chunks"]
             busy[t["worker"]] += t["end_s"] - t["start_s"]
-    rate = {w: chunks[w] / busy[w] if busy[w] > 0 else 0.0 for w in workers}
-    median = float(np.median(list(rate.values()))) if rate else 0.0
-    return {w: r / median for w, r in rate.items()} if median > 0 else {}
+    return _median_relative(chunks, busy, idle=True)
 
 
 def speeds(tasks: Sequence[Task]) -> list[WorkerSpeed]:
@@ -151,10 +149,11 @@ class StragglerWatch:
         return {r: round(x, 3) for r, x in sorted(rate.items()) if x <= SLOW}
 
 
-def _median_relative(chunks: Mapping[int, int], busy: Mapping[int, float]) -> dict[int, float]:
-    """Each rank's chunks a second over the median rank's (empty when nobody computed)."""
-    rate = {r: chunks[r] / busy[r] for r in busy if busy[r] > 0}
-    if not rate:
-        return {}
-    median = float(np.median(list(rate.values())))
-    return {r: x / median for r, x in rate.items()}
+def _median_relative(chunks: Mapping[int, int], busy: Mapping[int, float],
+                     idle: bool = False) -> dict[int, float]:
+    """Each rank's chunks a second over the median rank's (empty when nobody computed); a rank
+    that computed nothing is left out, or at 0.0 with ``idle``."""
+    rate = {r: chunks[r] / busy[r] if busy[r] > 0 else 0.0 for r in busy
+            if busy[r] > 0 or idle}
+    median = float(np.median(list(rate.values()))) if rate else 0.0
+    return {r: x / median for r, x in rate.items()} if median > 0 else {}

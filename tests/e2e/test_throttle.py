@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -236,10 +237,16 @@ def test_an_adaptive_split_gives_a_throttled_rank_less_of_the_data(tmp_path):
     assert (config["split"], slow_run["code"]["name"], config["partial"]) == (
         "adaptive", "spread", "on")
     rows = {}
+    spans: dict[int, list[tuple[float, float]]] = {}
     for line in (tmp_path / "throttled.jsonl").read_text().splitlines():
         t = json.loads(line)
         if t["record"] == "task":
             rows[t["worker"] + 1] = rows.get(t["worker"] + 1, 0) + t["chunks"]
+            if t["chunks"]:
+                spans.setdefault(t["worker"], []).append((t["start_s"], t["end_s"]))
+    for worker, times in spans.items():  # a run's pieces share its time: none counted twice
+        times.sort()
+        assert all(b[0] >= a[1] - 1e-6 for a, b in pairwise(times)), (worker, times)
     others = [rows.get(r, 0) for r in range(1, 7) if r != 2]
     assert rows.get(2, 0) < 0.5 * min(others), rows
     handed = slow_run["handed"]  # what each rank's share gave to others: rank 2 the most

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -208,6 +209,26 @@ def test_task_trace_accounts_for_every_task(tmp_path):
                  "--no-trace")
     assert done.returncode == 0, done.output[-3000:]
     assert '"task"' not in metrics.read_text()
+
+
+def test_a_run_of_pieces_shares_its_time_out_in_the_trace(tmp_path):
+    """Partial work on small shares: a worker computes consecutive pieces of its own share as
+    one run (one call); the trace gives each piece its part of the run's time, so no two
+    records of a worker overlap and its busy time is counted once."""
+    metrics = tmp_path / "run.jsonl"
+    done = train(7, "--split", "adaptive", "--delay", "none", "--samples", "24000",
+                 "--features", "20", "--iterations", "5", "--loss-every", "0", "--trace",
+                 "--metrics", str(metrics), "--quiet")
+    assert done.returncode == 0, done.output[-3000:]
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for line in metrics.read_text().splitlines():
+        t = json.loads(line)
+        if t["record"] == "task" and t["chunks"]:
+            spans.setdefault(t["worker"], []).append((t["start_s"], t["end_s"]))
+    assert spans
+    for worker, times in spans.items():
+        times.sort()
+        assert all(b[0] >= a[1] - 1e-6 for a, b in pairwise(times)), (worker, times)
 
 
 def test_sigusr1_makes_every_rank_say_where_it_is(tmp_path):

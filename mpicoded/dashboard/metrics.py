@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from .runlog import BUCKETS, RunLog
@@ -20,8 +26,8 @@ COUNTERS = (
 
 
 class RunCollector(Collector):  # type: ignore[misc, unused-ignore]  # Any without the extra
-    """mpicoded_* counters, the iteration-time histogram and per-worker task outcomes of one
-    RunLog (whose owner polls it)."""
+    """mpicoded_* counters, the iteration-time histogram, per-worker task outcomes and speeds
+    of one RunLog (whose owner polls it)."""
 
     def __init__(self, log: RunLog) -> None:
         self.log = log
@@ -42,3 +48,12 @@ class RunCollector(Collector):  # type: ignore[misc, unused-ignore]  # Any witho
         for (rank, outcome), count in sorted(totals.rank_tasks.items()):
             tasks.add_metric([str(rank), outcome], count)
         yield tasks
+        speed = GaugeMetricFamily("mpicoded_worker_speed",
+                                  "row chunks a second against the median worker's, over the "
+                                  "tasks kept (the report's straggler at 0.5 or less)",
+                                  labels=["rank"])
+        workers = self.log.workers()
+        for at, value in zip(workers["rank"], workers["speed"], strict=True):
+            if not math.isnan(value):
+                speed.add_metric([str(int(at))], value)
+        yield speed

@@ -94,6 +94,23 @@ def test_prometheus_text_has_every_counter_and_the_histogram(tmp_path):
         assert line in text.splitlines(), line
 
 
+def test_prometheus_has_each_workers_speed_against_the_median(tmp_path):
+    """Ranks 1 and 3 a chunk a millisecond, rank 2 one in 20 ms: speeds 1, 0.05 and 1."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from mpicoded.dashboard.metrics import RunCollector
+
+    path = tmp_path / "run.jsonl"
+    write(path, [iteration(0), task(0, 0), task(1, 0, end=0.02), task(2, 0)])
+    log = RunLog(str(path))
+    log.poll()
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(RunCollector(log))
+    lines = prometheus_client.generate_latest(registry).decode().splitlines()
+    speeds = {line.split('"')[1]: float(line.split()[-1]) for line in lines
+              if line.startswith("mpicoded_worker_speed{")}
+    assert speeds == {"1": 1.0, "2": pytest.approx(0.05), "3": 1.0}
+
+
 def test_without_the_extra_the_dashboard_says_what_to_install(monkeypatch, capsys):
     import importlib.util
 

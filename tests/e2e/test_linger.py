@@ -9,9 +9,9 @@ import signal
 import time
 
 import pytest
+from stalls import stop_once_running
 
 from mpicoded.launcher.process import finish_mpi, kill_group, start_mpi
-from mpicoded.launcher.procs import every_rank_pid
 
 SCRIPT = """
 import sys
@@ -42,11 +42,7 @@ def frozen_at_the_end(args, metrics):
     proc = start_mpi(7, args)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-                metrics.exists() and '"record": "iteration"' in metrics.read_text()):
-            time.sleep(0.01)
-        pid = every_rank_pid(proc.pid, 7)[2]
-        os.kill(pid, signal.SIGSTOP)
+        pid = stop_once_running(proc, metrics, 2, 7, deadline)
         try:
             while time.monotonic() < deadline and (last_record(metrics) or {}).get(
                     "record") != "run":

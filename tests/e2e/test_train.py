@@ -10,10 +10,11 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from stalls import stop_once_running
 
 import mpicoded
 from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
-from mpicoded.launcher.procs import every_rank_pid, rank_pids
+from mpicoded.launcher.procs import rank_pids
 from mpicoded.launcher.timeout import MPIRunTimeout
 
 ITERATION_FIELDS = {"job", "iteration", "wall_s", "results_used", "results_received", "stale_results",
@@ -425,12 +426,7 @@ def test_a_frozen_worker_is_sent_only_the_newest_iteration(tmp_path):
                          "--slow-factor", "1",
                          "--iterations", "60", "--quiet", "--metrics", str(metrics)])
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-                metrics.exists() and '"record": "iteration"' in metrics.read_text()):
-            time.sleep(0.01)
-        pid = every_rank_pid(proc.pid, 7)[2]
-        os.kill(pid, signal.SIGSTOP)
+        pid = stop_once_running(proc, metrics, 2, 7, time.monotonic() + 120)
         try:
             time.sleep(1.5)  # the stall under test, not a wait for something
         finally:

@@ -23,6 +23,8 @@ from typing import Any
 
 from .protocol import Message, Tag, assign_fields, iterate_fields
 
+RECENT = 8  # messages a worker's SIGUSR1 line shows, the newest last
+
 
 def _key(msg: Message) -> tuple[int, int, int]:
     return msg.job, msg.iteration, msg.epoch
@@ -53,6 +55,7 @@ class Inbox:
         self.assigned: tuple[int, ...] | None = None  # pieces ASSIGNed, not taken yet
         self.ahead: tuple[tuple[int, int, int], tuple[int, ...]] | None = None  # an ASSIGN
         # for an ITERATE not started yet: its key, and the list to start it with
+        self.recent: deque[str] = deque(maxlen=RECENT)  # the last messages read (SIGUSR1)
 
     def read(self) -> None:
         """Take in every message that has arrived."""
@@ -76,6 +79,11 @@ class Inbox:
                 self.assigned = assign_fields(msg)
             elif self.waiting and _key(self.waiting[-1]) == _key(msg):
                 self.ahead = _key(msg), assign_fields(msg)
+            else:
+                self.recent.append(f"ASSIGN {_key(msg)} {assign_fields(msg)} ignored")
+                return
+            self.recent.append(f"ASSIGN {_key(msg)} {assign_fields(msg)}")
+            return
         elif msg.tag == Tag.PURGE:
             if self.purge:
                 if self.waiting and _key(self.waiting[-1]) == _key(msg):
@@ -95,6 +103,8 @@ class Inbox:
                 self.current_dropped = self.current is not None
         else:
             raise ValueError(f"a worker got an unexpected {msg.tag.name} from the master")
+        self.recent.append(msg.tag.name if msg.tag in (Tag.SETUP, Tag.STOP)
+                           else f"{msg.tag.name} {_key(msg)}")
 
     def _skip_waiting(self) -> None:
         while self.waiting:

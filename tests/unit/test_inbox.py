@@ -274,3 +274,19 @@ def test_an_assign_for_a_waiting_iterate_goes_with_it_when_skipped():
     msg = inbox.next_iteration()
     assert msg.iteration == 1 and skipped == [(0, (7,))] and inbox.skipped == 1
     assert inbox.take_ahead(msg) is None
+
+
+def test_the_last_messages_read_are_kept_and_an_ignored_assign_says_so():
+    """For a worker's SIGUSR1 line: the newest eight messages read, an ASSIGN of an iteration
+    it is not running (nor waiting for) marked ignored; the first ITERATE has fallen off."""
+    master = FakeMaster()
+    inbox = master.inbox()
+    master.iterate(0)
+    master.assign(5, (3,))
+    assert inbox.next_iteration().iteration == 0
+    master.assign(0, (1,))
+    for it in range(1, 7):
+        master.purge(it)
+    inbox.read()
+    assert list(inbox.recent) == ["ASSIGN (0, 5, 0) (3,) ignored", "ASSIGN (0, 0, 0) (1,)",
+                                  *(f"PURGE (0, {it}, 0)" for it in range(1, 7))]

@@ -55,7 +55,8 @@ class Inbox:
         self.assigned: tuple[int, ...] | None = None  # pieces ASSIGNed, not taken yet
         self.ahead: tuple[tuple[int, int, int], tuple[int, ...]] | None = None  # an ASSIGN
         # for an ITERATE not started yet: its key, and the list to start it with
-        self.recent: deque[str] = deque(maxlen=RECENT)  # the last messages read (SIGUSR1)
+        self.recent: deque[tuple[Message, bool]] = deque(maxlen=RECENT)  # the last messages
+        # read, and whether each was ignored (an ASSIGN of nothing under way): SIGUSR1's line
 
     def read(self) -> None:
         """Take in every message that has arrived."""
@@ -80,10 +81,8 @@ class Inbox:
             elif self.waiting and _key(self.waiting[-1]) == _key(msg):
                 self.ahead = _key(msg), assign_fields(msg)
             else:
-                self.recent.append(f"ASSIGN {_key(msg)} {assign_fields(msg)} ignored")
+                self.recent.append((msg, True))
                 return
-            self.recent.append(f"ASSIGN {_key(msg)} {assign_fields(msg)}")
-            return
         elif msg.tag == Tag.PURGE:
             if self.purge:
                 if self.waiting and _key(self.waiting[-1]) == _key(msg):
@@ -103,8 +102,20 @@ class Inbox:
                 self.current_dropped = self.current is not None
         else:
             raise ValueError(f"a worker got an unexpected {msg.tag.name} from the master")
-        self.recent.append(msg.tag.name if msg.tag in (Tag.SETUP, Tag.STOP)
-                           else f"{msg.tag.name} {_key(msg)}")
+        self.recent.append((msg, False))
+
+    def said(self) -> str:
+        """The last messages read, oldest first: tag, (job, iteration, epoch), an ASSIGN's
+        pieces, and whether it was ignored."""
+        out = []
+        for msg, ignored in self.recent:
+            words = [msg.tag.name]
+            if msg.tag not in (Tag.SETUP, Tag.STOP):
+                words.append(str(_key(msg)))
+            if msg.tag == Tag.ASSIGN:
+                words.append(str(assign_fields(msg)))
+            out.append(" ".join(words) + (" ignored" if ignored else ""))
+        return "; ".join(out) or "nothing"
 
     def _skip_waiting(self) -> None:
         while self.waiting:

@@ -60,10 +60,10 @@ class Round:
 
     def handed(self) -> dict[int, int]:
         """Partial work: each worker's pieces of its own share that another owns now (taken
-        over, dealt out at the start, stood in for)."""
+        over, dealt out at the start, stood in for); not those nobody took (owner -1)."""
         out: dict[int, int] = {}
         for t, w in self.share.items():
-            if self.owner.get(t) != w:
+            if self.owner.get(t, -1) not in (w, -1):
                 out[w] = out.get(w, 0) + 1
         return out
 

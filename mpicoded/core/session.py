@@ -118,7 +118,7 @@ class Session:
             ("results_received", "stale_results", "purged_tasks", "messages", "iterations",
              "failed_workers"), 0)
         self.recodes = self.withheld_tasks = 0
-        self.handed: dict[int, int] = {}  # rank -> pieces of its share given to others
+        self.handed: dict[int, int] = {}  # world rank -> pieces of its share given to others
         self.stream = Stream(self, s)
         self.ending = Ending(self)
         self.losses = Losses(self)
@@ -291,8 +291,8 @@ class Session:
         self.stale_results = 0
         self.totals["purged_tasks"] += record.purged_tasks
         self.totals["iterations"] += 1
-        for w, pieces in rnd.handed().items():
-            rank = self.ranks.rank(w)
+        for w, pieces in rnd.handed().items():  # by world rank, as the trace names workers
+            rank = self.ranks.world(self.ranks.rank(w))
             self.handed[rank] = self.handed.get(rank, 0) + pieces
         self.held = [Purge(self.ranks.rank(w), rnd.job, rnd.iteration, rnd.epoch)
                      for w in owing]

@@ -21,6 +21,7 @@ from ..core.session import Session
 from ..core.setup import SetupShared
 from ..core.trace import TaskTrace
 from ..delays import DelayModel
+from ..plan import ft_enabled
 from .clocks import sync
 from .outbox import Outbox, each
 from .transport import Buffer, ProcessesFailed, WorkerError, object_frames, receive
@@ -46,7 +47,8 @@ class Master:
         self.comm, self.session, self.observers = comm, session, observers
         self.delay, self.kill_at = delay, kill_at
         self.arrivals, self.checkpoint, self.trace = list(arrivals_s), checkpoint, trace
-        self.outbox = Outbox(comm, hold_back=session.settings.purge, on_withheld=self.withheld)
+        self.outbox = Outbox(comm, hold_back=session.settings.purge, on_withheld=self.withheld,
+                             synchronous=ft_enabled())
         self.events: deque[ev.Event] = deque()
         self.feeding = False
         self.t0 = time.perf_counter()

@@ -32,11 +32,17 @@ class Outbox:
     ``hold_back`` (the master, with purging): at most one ITERATE a worker on the wire, the
     rest held or dropped as ``HoldBack`` decides; ``on_withheld(dest, messages)`` is told of
     the (buffer, tag) pairs dropped unsent, in the order they were sent.
+
+    ``synchronous`` (the master under ULFM): every send but RELEASE completes only once its
+    peer has matched it. Open MPI aborts the process when a standard send it has completed
+    already (eager: copied, not yet carried) fails on a link that went down later; RELEASE,
+    the last word to a rank that has acknowledged everything, is left standard, so that the
+    end never waits on a rank that stopped listening.
     """
 
     def __init__(self, comm: MPI.Comm, hold_back: bool = False,
-                 on_withheld: Callable[[int, list[tuple[Buffer, Tag]]], None] | None = None
-                 ) -> None:
+                 on_withheld: Callable[[int, list[tuple[Buffer, Tag]]], None] | None = None,
+                 synchronous: bool = False) -> None:
         self.comm = comm
         self.pending: list[MPI.Request] = []
         self.buffers: list[Buffer] = []
@@ -48,10 +54,7 @@ class Outbox:
         self.holdback = HoldBack() if hold_back else None
         self.on_withheld = on_withheld
         self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
-        # under ULFM every send is synchronous: Open MPI aborts the process when a standard
-        # send it has already completed (eager: copied, not delivered) fails on a link that
-        # went down, where a synchronous one completes only once the peer has it
-        self.synchronous = ft_enabled()
+        self.synchronous = synchronous
 
     def send(self, buf: Buffer, dest: int, tag: Tag) -> None:
         """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes); under
@@ -90,7 +93,8 @@ class Outbox:
             kind = MPI.DOUBLE if isinstance(buf, np.ndarray) else MPI.BYTE
             # under hold-back an ITERATE is synchronous: complete once the worker has read it,
             # so that a small θ is held back as a large one is
-            synchronous = self.synchronous or (self.holdback is not None and tag == Tag.ITERATE)
+            synchronous = ((self.synchronous and tag != Tag.RELEASE)
+                           or (self.holdback is not None and tag == Tag.ITERATE))
             post = self.comm.Issend if synchronous else self.comm.Isend
             request = post([buf, kind], dest=dest, tag=int(tag))
         except MPI.Exception as exc:

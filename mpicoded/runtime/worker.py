@@ -83,8 +83,7 @@ class Worker:
         return (f"worker {self.setup.worker} (epoch {self.setup.epoch}): newest ITERATE started "
                 f"(epoch, job, iteration) {latest}, under way {current}, waiting {held}, "
                 f"assigned {inbox.assigned}, ahead {inbox.ahead}, stopped {inbox.stopped}; "
-                f"{len(self.outbox.pending)} sends pending; last read: "
-                f"{'; '.join(inbox.recent) or 'nothing'}")
+                f"{len(self.outbox.pending)} sends pending; last read: {inbox.said()}")
 
     def poll(self) -> Message | None:
         while (got := receive(self.comm, source=MASTER)) is not None and got[0].tag == Tag.PING:

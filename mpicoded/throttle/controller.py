@@ -139,4 +139,3 @@ def _share(group: Path, version: int, read: Callable[[Path], str]) -> float | No
         return None if quota in ("max", "-1") else int(quota) / int(period)
     except (OSError, ValueError):
         return None
-    return False

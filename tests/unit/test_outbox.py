@@ -111,18 +111,21 @@ def test_hold_back_keeps_one_iterate_on_the_wire(size: int):
     assert not box.pending
 
 
-@pytest.mark.parametrize("ft", [False, True])
-def test_under_ulfm_a_send_completes_only_once_received(ft: bool, monkeypatch):
-    """On COMM_SELF: a small RESULT goes eagerly (complete before it is read) unless ULFM is on,
-    where it stays on the wire until the receiver has it; then it completes either way."""
-    if ft:
-        monkeypatch.setenv("OMPI_MCA_mpi_ft_enable", "1")
+def test_a_synchronous_outbox_completes_a_send_only_once_received():
+    """On COMM_SELF, rank 0's outbox under ULFM (``synchronous``): a small PURGE stays on the
+    wire until the receiver has it, then completes; RELEASE, the last word, is left standard
+    (a self-send of Open MPI's completes at once, copied)."""
     protocol = pytest.importorskip("mpicoded.core.protocol")
-    box = outbox.Outbox(MPI.COMM_SELF)
-    box.send(np.arange(4.0), 0, protocol.Tag.RESULT)
+    tag = protocol.Tag
+    box = outbox.Outbox(MPI.COMM_SELF, synchronous=True)
+    box.send(protocol.pack_control(0, 3), 0, tag.PURGE)
     box.prune()
-    assert len(box.pending) == (1 if ft else 0)
-    got = np.empty(4)
-    MPI.COMM_SELF.Recv(got, source=0, tag=int(protocol.Tag.RESULT))
+    assert len(box.pending) == 1
+    got = np.empty(protocol.pack_control(0, 3).size)
+    MPI.COMM_SELF.Recv(got, source=0, tag=int(tag.PURGE))
     box.drain()
-    assert not box.pending and got.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert not box.pending and int(got[1]) == 3
+    box.send(protocol.pack_control(), 0, tag.RELEASE)
+    box.prune()
+    assert not box.pending
+    MPI.COMM_SELF.Recv(got[:protocol.pack_control().size], source=0, tag=int(tag.RELEASE))

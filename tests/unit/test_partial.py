@@ -560,3 +560,17 @@ def test_a_worker_with_a_live_result_in_the_last_round_is_waited_for():
     assert [i for r in range(1, 6) for i in d.handle(ev.StopAcknowledged(r))] == []
     last = d.handle(ev.StopAcknowledged(6))
     assert last[:-1] == [ev.Release(r) for r in range(1, 7)]
+
+
+def test_handed_counts_pieces_another_owns_not_those_nobody_took():
+    """A round's share of each piece against its owner at the decode: taken over (worker 1's
+    piece 2, now worker 0's) and stood in for (RELEASED) count for the share's worker; a piece
+    nobody took (owner -1: a dead or quiet worker's, left to the hand-over) does not."""
+    from mpicoded.core.pieces import RELEASED
+    from mpicoded.core.round import Round
+
+    rnd = Round(0, 0, 0, 0.0, None, {})  # type: ignore[arg-type]  # no decoder needed here
+    rnd.share = {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2}
+    rnd.owner = {0: 0, 1: 0, 2: 0, 3: RELEASED, 4: -1, 5: 2}
+    assert rnd.handed() == {1: 2}
+

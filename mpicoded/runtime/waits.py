@@ -27,7 +27,8 @@ def node_load(comm: MPI.Comm) -> tuple[int, int, bool]:
     size) and ``os.cpu_count()`` (the whole machine) do not. Collective over ``comm``."""
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        each = node.allgather((sorted(affinity()), held_to_quota()))
+        mine = affinity()  # a quota below what this node's ranks could use at most holds
+        each = node.allgather((sorted(mine), held_to_quota(cores=min(len(mine), node.Get_size()))))
         cores = set().union(*(set(mine) for mine, _ in each))
         return node.Get_size(), len(cores), any(held for _, held in each)
     finally:

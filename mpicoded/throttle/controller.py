@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..host import affinity
 from .quota import PERIOD_US, quota_period
 
 
@@ -103,7 +104,7 @@ def held_to_quota(mounts: str | None = None, cgroups: str | None = None,
         cgroups = Path("/proc/self/cgroup").read_text() if cgroups is None else cgroups
     except OSError:
         return False
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    cores = len(affinity()) if cores is None else cores
     paths: dict[int, str] = {}  # version -> this process's group path in that hierarchy
     for line in cgroups.splitlines():
         number, controllers, path = (line.split(":", 2) + ["", ""])[:3]

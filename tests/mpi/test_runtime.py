@@ -322,12 +322,11 @@ def test_auto_wait_counts_the_ranks_and_cores_of_this_node():
     import os
 
     from mpicoded.runtime.waits import end_waits, node_load, set_wait
-    from mpicoded.throttle.controller import held_to_quota
 
     comm = MPI.COMM_WORLD
     local, cores, held = node_load(comm)
     mine = os.sched_getaffinity(0)
-    assert local == comm.Get_size() and held == comm.allreduce(held_to_quota(), op=MPI.LOR)
+    assert local == comm.Get_size()
     assert len(mine) <= cores <= (os.cpu_count() or 1)
     try:
         assert set_wait("auto", comm) == (

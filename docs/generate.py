@@ -8,8 +8,9 @@ so it reads on GitHub as on the site: ``python docs/generate.py`` rewrites them,
 table per ``--help`` group (the job flags from ``mpicoded.train.build_parser``, then every run
 option from ``mpicoded.options.RunOptions`` with its ``mpicoded.run`` keyword);
 ``unused-flags`` is ``mpicoded.unused.COUNTS``; ``wire-layouts`` is
-``mpicoded.core.protocol.LAYOUTS``, a row a tag. None of these modules loads
-MPI on import, so this runs without MPI.
+``mpicoded.core.protocol.LAYOUTS``, a row a tag; the ``api-*`` sections of the API page and
+the ``codes-*`` ones of the codes page are signatures and docstrings read from the sources
+(``API``). None of these modules loads MPI on import, so this runs without MPI.
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ def frozen_at_the_end(args, metrics):
     finally:
         kill_group(proc)
     assert record is not None and record["record"] == "run", "the run waited for rank 2"
-    assert record["lingering_workers"] == [2]
+    # rank 2 lingers; on a shared core another rank may have sent nothing live in the last
+    # round too, and lingers as well (released all the same)
+    assert 2 in record["lingering_workers"], record["lingering_workers"]
     assert done.returncode == 0, done.output[-3000:]
     return record, done
 

@@ -129,7 +129,8 @@ def test_a_worker_falsely_reported_dead_is_left_out_not_a_crash(tmp_path):
         done = finish_mpi(proc, timeout=240)
     finally:
         kill_group(proc)
-    assert done.returncode == 0, done.output[-3000:]
+    # the head too: which rank an abort came from (a loop saw rank 0 die once, 1 in 18 runs)
+    assert done.returncode == 0, done.output[:3000] + "\n[...]\n" + done.output[-3000:]
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     failures = [r for r in rows if r["record"] == "failure"]
     assert [rank for r in failures for rank in r["ranks"]] == [3], failures

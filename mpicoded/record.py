@@ -155,9 +155,12 @@ def summary_table(record: dict[str, Any]) -> str:
         rows.append(("stragglers", ", ".join(f"rank {r} ({x:.2f}x the median worker's speed)"
                                              for r, x in record["stragglers"].items())
                      or "none"))
-    if "handed" in record:  # partial work
-        rows.append(("handed to others", ", ".join(
-            f"rank {r}: {n} piece{'s' * (n != 1)}" for r, n in record["handed"].items())
-            or "none"))
+    if "handed" in record:  # partial work: the three ranks that handed the most
+        handed = sorted(record["handed"].items(), key=lambda rn: (-rn[1], int(rn[0])))
+        said = ", ".join(f"rank {r}: {n} piece{'s' * (n != 1)}" for r, n in handed[:3])
+        if len(handed) > 3:
+            said += (f", {len(handed) - 3} more ranks ({sum(n for _, n in handed)} pieces "
+                     "in all)")
+        rows.append(("handed to others", said or "none"))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

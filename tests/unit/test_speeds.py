@@ -119,6 +119,10 @@ def test_the_run_names_its_stragglers_in_its_last_lines():
     assert handed.split() == ["handed", "to", "others", "rank", "2:", "11", "pieces,", "rank",
                               "4:", "1", "piece"]
     assert summary_table({**record, "handed": {}}).splitlines()[-1].split()[-1] == "none"
+    many = summary_table({**record, "handed": {str(r): r for r in range(1, 21)}})
+    assert many.splitlines()[-1].split(None, 3)[-1] == (
+        "rank 20: 20 pieces, rank 19: 19 pieces, rank 18: 18 pieces, 17 more ranks (210 pieces "
+        "in all)")
 
 
 def test_the_table_says_what_each_worker_handed_to_others_under_partial_work():

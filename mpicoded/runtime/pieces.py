@@ -67,6 +67,6 @@ def run_pieces(worker: Worker, msg: Message) -> None:
             ended = time.perf_counter()  # that a worker's busy time is counted once
             step = (ended - began) / len(run)
             for i, task in enumerate(run):
-                entries[task] = TraceEntry(msg.job, msg.iteration, msg.epoch, task,
-                                           began + i * step, began + (i + 1) * step, 1, SENT)
+                entries[task] = worker.entry(msg, task, began + i * step, 1, SENT,
+                                             began + (i + 1) * step)
         send(plist.finished(run, time.perf_counter()))

@@ -153,9 +153,10 @@ class Worker:
         return due
 
     def entry(self, msg: Message, task: int, began: float, chunks: int,
-              outcome: float) -> TraceEntry:
-        return TraceEntry(msg.job, msg.iteration, msg.epoch, task, began, time.perf_counter(),
-                          chunks, outcome)
+              outcome: float, ended: float | None = None) -> TraceEntry:
+        """A task's trace entry, ended now unless told."""
+        return TraceEntry(msg.job, msg.iteration, msg.epoch, task, began,
+                          time.perf_counter() if ended is None else ended, chunks, outcome)
 
     def trace_dropped(self, msg: Message, unsent: list[TraceEntry],
                       cut: tuple[int, float, int] | None, left: list[int]) -> None:

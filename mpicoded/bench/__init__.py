@@ -149,12 +149,16 @@ def main(argv: list[str] | None = None) -> int:
                    "(e.g. sleep,yield,spin); default auto")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(OVERHEAD_SIZES),
                    help=f"overhead: data shapes, samples x features; default {OVERHEAD_SIZES}")
-    p.add_argument("--repeats", type=int, default=3,
-                   help="overhead: alternated rounds of the plain loop and mpicoded; default 3")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="overhead: alternated rounds of the plain loop and mpicoded, default 3; "
+                   "straggler-tax: rounds of every scheme under every pattern, each cell the "
+                   "median of its rounds, default 1")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results", help="directory for JSON and PNG output")
     p.add_argument("--json", default=None, help="also write the summary numbers here")
     args = p.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.scenario == "overhead" else 1
     if args.repeats < 1:
         p.error(f"--repeats {args.repeats} is out of range: allowed >= 1")
     if args.iterations is None:

@@ -6,9 +6,10 @@ injected (``--delay none``): real slow ranks under CPU quotas (cgroups, root). C
 worker at the same share of a core, so that the ranks behave as separate machines of one size,
 the straggler at a fraction of that share; uncapped: the six workers share the cores, the
 straggler at that fraction of one core. Patterns: none, one fixed rank, a moving one (a
-different random worker every 0.4 s), two fixed, short random stalls. Per run: the tax of the
-mean iteration and of the makespan (over uncoded with no straggler, the median of three runs),
-rows computed over rows in the data, messages an iteration and rank 0's CPU a result. The limit
+different random worker every 0.4 s), two fixed, short random stalls. Per cell (the median of
+``--repeats`` alternated rounds): the tax of the mean iteration and of the makespan (over uncoded
+with no straggler, three runs at least), each round's makespan tax, rows computed over rows in
+the data, messages an iteration and rank 0's CPU a result. The limit
 with a core per worker and one worker at fraction f of its speed is n / (n - 1 + f).
 """
 
@@ -122,6 +123,16 @@ def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule 
                            for r in its]}  # from the first iteration's start
 
 
+def median_run(tries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell's runs as one: the run of the median makespan (the lower middle of an even
+    count), its iteration time the median of the runs', and every run's makespan."""
+    ordered = sorted(tries, key=lambda run: run["makespan_s"])
+    iterations = sorted(run["mean_iteration_s"] for run in tries)
+    return {**ordered[(len(ordered) - 1) // 2],
+            "mean_iteration_s": iterations[(len(iterations) - 1) // 2],
+            "makespans_s": [run["makespan_s"] for run in tries]}
+
+
 def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
     needs_quotas("straggler-tax")
     out_dir = Path(args.out)
@@ -145,29 +156,32 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
     if "uncoded" not in schemes or "none" not in patterns:
         raise SystemExit("straggler-tax: the tax is over uncoded with no straggler: --schemes "
                          "needs uncoded and --patterns none")
+    rounds = args.repeats or 1
     for setting in chosen(args.settings, settings, "--settings"):
         cap = settings[setting]
-        runs: dict[str, Any] = {}
-        for pattern in patterns:
-            for name, flags in schemes.items():
-                print(f"[bench] straggler-tax {setting}, {pattern}: {name} ...", file=sys.stderr,
-                      flush=True)
-                throttle = schedule(pattern, cap, args.small_fraction, ranks, args.seed)
-                if (name, pattern) == ("uncoded", "none"):  # every tax's denominator: the
-                    tries = [measure(ranks, flags, common, throttle)  # median of three runs
-                             for _ in range(BASELINE_RUNS)]
-                    tries.sort(key=lambda run: run["makespan_s"])
-                    runs[f"{name} | {pattern}"] = tries[len(tries) // 2]
-                else:
-                    runs[f"{name} | {pattern}"] = measure(ranks, flags, common, throttle)
+        tries: dict[str, list[dict[str, Any]]] = {}
+        for index in range(rounds):  # alternated: a drift of the machine hits every cell alike
+            for pattern in patterns:
+                for name, flags in schemes.items():
+                    print(f"[bench] straggler-tax {setting}, round {index + 1}/{rounds}, "
+                          f"{pattern}: {name} ...", file=sys.stderr, flush=True)
+                    throttle = schedule(pattern, cap, args.small_fraction, ranks, args.seed)
+                    # every tax's denominator: three runs at least
+                    runs_now = -(-BASELINE_RUNS // rounds) if (name, pattern) == (
+                        "uncoded", "none") else 1
+                    tries.setdefault(f"{name} | {pattern}", []).extend(
+                        measure(ranks, flags, common, throttle) for _ in range(runs_now))
+        runs = {key: median_run(cell) for key, cell in tries.items()}
         base = runs["uncoded | none"]
         rows = []
         for key, run in runs.items():
             run["iteration_tax"] = run["mean_iteration_s"] / base["mean_iteration_s"]
             run["makespan_tax"] = run["makespan_s"] / base["makespan_s"]
+            spread_of = [t / base["makespan_s"] for t in run["makespans_s"]]
             name, pattern = key.split(" | ")
             rows.append([name, pattern, f"{run['mean_iteration_s'] * 1e3:.1f}",
                          f"{run['iteration_tax']:.2f}", f"{run['makespan_tax']:.2f}",
+                         f"{min(spread_of):.2f}-{max(spread_of):.2f}",
                          "-" if run["rows_over_data"] is None else f"{run['rows_over_data']:.2f}",
                          f"{run['messages_an_iteration']:.1f}",
                          f"{run['master_cpu_per_result_us'] or 0:.1f}"])
@@ -177,10 +191,11 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
         job = (f"{args.job} {args.samples} x 100" if args.job != "pagerank" else
                f"pagerank {args.nodes} nodes")
         print(f"\nstraggler tax, {setting} ({what}): {ranks} ranks, {job}, "
-              f"{args.iterations} iterations; uncoded with no straggler "
-              f"{base['mean_iteration_s'] * 1e3:.1f} ms an iteration, {base['makespan_s']:.2f} s")
-        print(table(["scheme", "pattern", "it (ms)", "it tax", "makespan tax", "rows/data",
-                     "msgs/it", "master us/result"], rows))
+              f"{args.iterations} iterations, medians of {rounds} alternated round(s); uncoded "
+              f"with no straggler {base['mean_iteration_s'] * 1e3:.1f} ms an iteration, "
+              f"{base['makespan_s']:.2f} s")
+        print(table(["scheme", "pattern", "it (ms)", "it tax", "makespan tax", "runs' taxes",
+                     "rows/data", "msgs/it", "master us/result"], rows))
         partial = [name for name in schemes if name.endswith("partial")]
         summary[setting] = {"best_partial_makespan_tax": {
             p: min(runs[f"{s} | {p}"]["makespan_tax"] for s in partial) for p in patterns}

@@ -123,11 +123,12 @@ def test_overhead_bench_alternates_rounds(tmp_path):
 
 
 def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):
-    """Paper 001's schemes on 21 ranks, 15 iterations, tolerances 0 and 5%: each MPI mean is
-    within 15% of the simulator's over the same iterations (linreg coded on its data: an MCC
-    or CPGC task multiplies one block, as the paper models it), and CPGC beats MCC."""
+    """Paper 001's schemes on 21 ranks, 15 iterations, at 5% tolerance (the paper's point;
+    the simulator's tolerance 0 is in the unit tests): each MPI mean is within 15% of the
+    simulator's over the same iterations (linreg coded on its data: an MCC or CPGC task
+    multiplies one block, as the paper models it), and CPGC beats MCC."""
     summary = tmp_path / "p001.json"
-    done = bench("paper001", "--iterations", "15", "--tolerances", "0,0.05", "--sim-iterations",
+    done = bench("paper001", "--iterations", "15", "--tolerances", "0.05", "--sim-iterations",
                  "200", "--seed", "3", "--out", str(tmp_path), "--json", str(summary))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads(summary.read_text())
@@ -135,7 +136,7 @@ def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):
     assert result["cpgc_over_mcc_at_5pct"] < 0.95
     raw = json.loads((tmp_path / "paper001.json").read_text())["results"]
     assert {s: [r["tolerance"] for r in rows] for s, rows in raw.items()} == {
-        "ucmmc": [0.0, 0.05], "cpgc": [0.0, 0.05], "mcc": [0.0, 0.05]}
+        "ucmmc": [0.05], "cpgc": [0.05], "mcc": [0.05]}
     assert "MPI against the simulator" in done.stdout
 
 

@@ -141,10 +141,10 @@ def test_paper001_on_mpi_agrees_with_the_simulator(tmp_path):
 
 
 def test_paper000_on_mpi_agrees_with_the_simulator(tmp_path):
-    """Paper 000's stream on 21 ranks with K = 100 (mds, Ω = 1.1) and 4 jobs: the in-order
+    """Paper 000's stream on 21 ranks with K = 100 (mds, Ω = 1.1) and 3 jobs: the in-order
     delay of every split within 15% of the simulator's over the same jobs."""
     summary = tmp_path / "p000.json"
-    done = bench("paper000", "--jobs", "4", "--redundancies", "1.1", "--sim-jobs", "20", "--out",
+    done = bench("paper000", "--jobs", "3", "--redundancies", "1.1", "--sim-jobs", "20", "--out",
                  str(tmp_path), "--json", str(summary))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     result = json.loads(summary.read_text())

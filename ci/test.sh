@@ -16,8 +16,10 @@ export PATH=$VENV/bin:$PATH
 section() { echo "== $1 (at ${SECONDS} s)"; }
 
 # the later layers' installs, meanwhile (ci/prepare.sh): they need none of them until the
-# end-to-end layer is over, and are waited for then
-./ci/prepare.sh >/tmp/mpicoded-prepare.log 2>&1 &
+# end-to-end layer is over, and are waited for then. At the lowest CPU and disk priority: the
+# unit and end-to-end layers it overlaps are timed and timing-sensitive, it only has to be
+# done by their end
+nice -n 19 ionice -c 3 ./ci/prepare.sh >/tmp/mpicoded-prepare.log 2>&1 &
 prepared=$!
 
 section "ruff"

@@ -156,7 +156,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
     if "uncoded" not in schemes or "none" not in patterns:
         raise SystemExit("straggler-tax: the tax is over uncoded with no straggler: --schemes "
                          "needs uncoded and --patterns none")
-    rounds = args.repeats or 1
+    rounds = args.repeats  # set by main: 1 unless given
     for setting in chosen(args.settings, settings, "--settings"):
         cap = settings[setting]
         tries: dict[str, list[dict[str, Any]]] = {}

@@ -7,7 +7,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..codes import Code
 from ..codes.partial import cut_ranges
@@ -15,7 +14,7 @@ from .coded import Coded
 from .coded_results import CodedGradient
 from .kernels import MATVEC_KERNEL, gradient_kernel
 from .kinds import GradientJob, MatVecJob, job_name, overrides
-from .rows import row_blocks, row_width
+from .rows import is_sparse, row_blocks, row_width
 from .task import Block, Terms, default_chunk_rows
 
 
@@ -70,7 +69,7 @@ class CodedLinear(DataCoded, CodedGradient):
         forms = []
         for j, part in enumerate(parts):
             form: Any = job.linear_form(part)
-            A = sp.csr_matrix(form[0]) if sp.issparse(form[0]) else np.asarray(form[0], float)
+            A = _csr(form[0]) if is_sparse(form[0]) else np.asarray(form[0], float)
             b = form[1]
             b = np.asarray(b, dtype=np.float64).reshape(-1)
             if A.shape != (dim, dim) or b.shape != (dim,):
@@ -108,7 +107,7 @@ class CodedLinear(DataCoded, CodedGradient):
         A: Any = sum(float(coef[j]) * self.forms[j][0] for j in support)
         b = sum(float(coef[j]) * self.forms[j][1] for j in support)
         c = sum(float(coef[j]) * self.forms[j][2] for j in support)
-        A = A.tocsr() if sp.issparse(A) else np.asarray(A, dtype=np.float64)
+        A = A.tocsr() if is_sparse(A) else np.asarray(A, dtype=np.float64)
         return A, np.asarray(b, dtype=np.float64), float(c)
 
     def local_block(self, key: int) -> Block:
@@ -125,11 +124,18 @@ class CodedLinear(DataCoded, CodedGradient):
 
     def default_chunk_width(self) -> int:
         A = self.forms[0][0]
-        return max(1, A.nnz // max(1, A.shape[0])) if sp.issparse(A) else int(A.shape[1])
+        return max(1, A.nnz // max(1, A.shape[0])) if is_sparse(A) else int(A.shape[1])
 
 
 def _form_entries(A: Any) -> int:
-    return int(A.nnz) if sp.issparse(A) else int(A.size)
+    return int(A.nnz) if is_sparse(A) else int(A.size)
+
+
+def _csr(A: Any) -> Any:
+    """A sparse ``A`` as a CSR matrix (SciPy is imported already: ``A`` is its)."""
+    import scipy.sparse as sp
+
+    return sp.csr_matrix(A)
 
 
 class CodedMatVec(DataCoded, Coded):
@@ -148,8 +154,8 @@ class CodedMatVec(DataCoded, Coded):
         A: Any = job.matrix()  # numpy or scipy.sparse (untyped): the code below asks self.sparse
         if A.ndim != 2:
             raise ValueError(f"{self.name}.matrix() must be 2-D, has shape {A.shape}")
-        self.sparse = sp.issparse(A)
-        A = sp.csr_matrix(A) if self.sparse else np.asarray(A, dtype=np.float64)
+        self.sparse = is_sparse(A)
+        A = _csr(A) if self.sparse else np.asarray(A, dtype=np.float64)
         self.rows = row_blocks(A.shape[0], code.n_partitions)
         self.result_size = max(len(r) for r in self.rows)
         self.dim = int(A.shape[1])
@@ -163,6 +169,8 @@ class CodedMatVec(DataCoded, Coded):
         if not extra:
             return block
         if self.sparse:
+            import scipy.sparse as sp
+
             return sp.vstack([block, sp.csr_matrix((extra, self.dim))], format="csr")
         return np.vstack([block, np.zeros((extra, self.dim))])
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import scipy.sparse as sp
+
+from .rows import is_sparse
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 SVMLIGHT_SUFFIXES = (".svm", ".svmlight", ".libsvm")
 CHUNK_BYTES = 1 << 26  # rows of a memory-mapped file checked or multiplied at a time: 64 MB
@@ -158,13 +162,15 @@ def row_chunks(n_rows: int, row_bytes: int) -> list[slice]:
 
 
 def _finite(X: Any) -> bool:
-    if sp.issparse(X):
+    if is_sparse(X):
         return bool(np.isfinite(X.data).all())
     return all(np.isfinite(X[rows]).all() for rows in row_chunks(X.shape[0], X[0].nbytes))
 
 
 def _svmlight(path: Path) -> tuple[sp.csr_matrix, np.ndarray]:
     """A LIBSVM file by scikit-learn's C loader: X stays a CSR matrix."""
+    import scipy.sparse as sp  # here: dense data starts without it
+
     try:
         from sklearn.datasets import load_svmlight_file
     except ImportError:

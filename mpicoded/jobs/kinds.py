@@ -8,12 +8,14 @@ is loaded in ``blocks`` / ``matrix`` (rank 0 only) or ``load_block`` (on the wor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import numpy as np
-from scipy.sparse import sparray, spmatrix
 
-Matrix: TypeAlias = np.ndarray | spmatrix | sparray
+if TYPE_CHECKING:  # SciPy is not imported at start: a run on dense data never needs it
+    from scipy.sparse import sparray, spmatrix
+
+Matrix: TypeAlias = "np.ndarray | spmatrix | sparray"
 
 
 class GradientJob:

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-from scipy import sparse
-from scipy.special import expit
 
 from .data import Dataset, DatasetError
 from .sample import SampleJob, gram_top_eigenvalue
 
+if TYPE_CHECKING:
+    from scipy import sparse
+
 REG = 1e-4  # L2 regularisation: keeps the problem strongly convex on separable data
+
+
+def sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """σ(z), and e^-|z| that log(1 + e^z) follows from too: stable for any z, from one exp
+    (numpy's: SciPy's ``expit`` would cost every rank SciPy's import at start)."""
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e), e
 
 
 def default_lr(X: np.ndarray | sparse.spmatrix) -> float:
@@ -40,7 +48,7 @@ class LogReg(SampleJob):
 
     def compute(self, block: tuple[np.ndarray, np.ndarray], theta: np.ndarray) -> np.ndarray:
         X, y = block
-        return cast(np.ndarray, X.T @ (expit(X @ theta) - y))
+        return cast(np.ndarray, X.T @ (sigmoid(X @ theta)[0] - y))
 
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
         gradient = total / max(1, self.rows_covered(covered)) + REG * theta
@@ -59,8 +67,7 @@ class LogReg(SampleJob):
         ``expit`` and ``logaddexp`` apart, which matters where a block is most of the work)."""
         X, y = block
         z = X @ theta
-        e = np.exp(-np.abs(z))
-        sigma = np.where(z >= 0, 1.0, e) / (1.0 + e)
+        sigma, e = sigmoid(z)
         loss = float(np.sum(np.log1p(e) + (np.maximum(z, 0.0) - y * z)))  # no cancellation
         return X.T @ (sigma - y), loss
 

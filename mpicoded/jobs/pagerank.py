@@ -10,13 +10,15 @@ from __future__ import annotations
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from .data import DatasetError
 from .kinds import MatVecJob
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 def read_edges(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +91,11 @@ class PageRank(MatVecJob):
     @cached_property
     def transition(self) -> sp.csr_matrix:
         """M[i, j] = edges j -> i over j's out-degree (duplicate edges count twice)."""
+        from scipy.sparse import csr_matrix  # here: no other job needs it at start
+
         src, dst = self.edges
         weight = 1.0 / self.out_degree[src]
-        return sp.csr_matrix((weight, (dst, src)), shape=(self.n, self.n))
+        return csr_matrix((weight, (dst, src)), shape=(self.n, self.n))
 
     def matrix(self) -> sp.csr_matrix:
         return self.transition

@@ -3,10 +3,17 @@ chunks without copying."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+
+
+def is_sparse(x: object) -> bool:
+    """Whether ``x`` is a SciPy sparse matrix or array. SciPy is not imported for it: sparse data
+    has imported it already, and a run on dense data starts without it (on every rank)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and bool(sparse.issparse(x))
 
 
 def row_blocks(n_rows: int, k: int) -> list[np.ndarray]:
@@ -22,7 +29,7 @@ def row_arrays(block: Any) -> tuple[Any, ...] | None:
     parts = block if isinstance(block, tuple) else (block,)
     rows = -1  # a plain loop: this runs for every chunk a worker computes
     for p in parts:
-        if not ((isinstance(p, np.ndarray) and p.ndim >= 1) or sp.issparse(p)):
+        if not ((isinstance(p, np.ndarray) and p.ndim >= 1) or is_sparse(p)):
             return None
         if rows < 0:
             rows = p.shape[0]
@@ -50,7 +57,7 @@ def row_range(matrix: Any, start: int, stop: int) -> Any:
     constructor for arrays that view less than half of another (``prune``). Here a CSR
     matrix's rows are an empty matrix of their shape given views of its arrays. Other sparse
     formats are sliced by scipy."""
-    if not sp.issparse(matrix) or matrix.format != "csr" or not 0 <= start <= matrix.shape[0]:
+    if not is_sparse(matrix) or matrix.format != "csr" or not 0 <= start <= matrix.shape[0]:
         return matrix[start:stop]
     stop = max(start, min(stop, matrix.shape[0]))
     lo, hi = matrix.indptr[start], matrix.indptr[stop]
@@ -67,7 +74,7 @@ def row_width(block: Any) -> int:
         return 1
     width = 0
     for p in parts:
-        if sp.issparse(p):
+        if is_sparse(p):
             width += max(1, p.nnz // max(1, p.shape[0]))
         else:
             width += int(np.prod(p.shape[1:], dtype=np.int64))

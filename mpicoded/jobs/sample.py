@@ -7,18 +7,17 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .data import Dataset, DatasetError, dataset, mapped, row_chunks
 from .kinds import GradientJob
-from .rows import row_blocks
+from .rows import is_sparse, row_blocks
 
 
 def gram_top_eigenvalue(X: Any) -> float:
     """λ_max(XᵀX), for the default step sizes: from XᵀX for dense data (a memory map a chunk of
     rows at a time), from X's largest singular value for sparse data (XᵀX of a sparse X with
     many columns would not fit dense)."""
-    if sp.issparse(X):
+    if is_sparse(X):
         if min(X.shape) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
             return float(X.power(2).sum())
         from scipy.sparse.linalg import svds  # here: kept out of every rank's start

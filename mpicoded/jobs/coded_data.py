@@ -132,7 +132,7 @@ def _form_entries(A: Any) -> int:
 
 
 def _csr(A: Any) -> Any:
-    """A sparse ``A`` as a CSR matrix (SciPy is imported already: ``A`` is its)."""
+    """A sparse ``A`` as a CSR matrix (SciPy is imported already: ``A`` is one of its)."""
     import scipy.sparse as sp
 
     return sp.csr_matrix(A)

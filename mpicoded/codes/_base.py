@@ -70,6 +70,11 @@ class Decoder:
         of coded blocks, its row range decoded already)."""
         return task not in self._seen
 
+    def needed(self, tasks: list[int]) -> list[int]:
+        """Those of ``tasks`` whose results could still count (``needs``), in order."""
+        seen = self._seen
+        return [t for t in tasks if t not in seen]
+
     @property
     def seen(self) -> set[int]:
         """The task ids received so far (read-only: the decoder's own set)."""

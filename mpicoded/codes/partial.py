@@ -51,10 +51,11 @@ class PieceDecoder(Decoder):
 
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         super().__init__(code, tolerance)
-        pieces: Sequence[Piece] = code.params["pieces"]
-        self._left = np.bincount([p.key for p in pieces], minlength=code.n_partitions)
-        self._incomplete = int(np.count_nonzero(self._left))
+        self._keys: tuple[int, ...] = code.params["keys"]  # each piece's partition
+        self._left = np.bincount(self._keys, minlength=code.n_partitions).tolist()
+        self._incomplete = sum(1 for left in self._left if left)
         self._in_run: set[int] = set()  # pieces received in a run of several
+        self._zero: np.ndarray | None = None  # what a piece summed in a run's value stands for
 
     def add_run(self, tasks: list[int], value: np.ndarray) -> bool:
         """Pieces ``tasks`` of one partition computed as one sum, ``value``. Those received
@@ -62,20 +63,25 @@ class PieceDecoder(Decoder):
         and none is subtracted. Runs never overlap (each is of its computer's own share)."""
         if len(tasks) == 1:
             return self.add(tasks[0], value)
-        new = [t for t in tasks if t not in self._seen]
+        seen = self._seen
+        new = [t for t in tasks if t not in seen]
         if self.ready or not new:
             return self.ready
-        old = [t for t in tasks if t in self._seen]
-        if self._in_run.intersection(old):
+        old = [t for t in tasks if t in seen]
+        if old and self._in_run.intersection(old):
             raise ValueError(f"runs of pieces overlap at {sorted(self._in_run.intersection(old))}")
-        if len({self.code.params["pieces"][t].key for t in tasks}) != 1:
+        keys = self._keys
+        if any(keys[t] != keys[tasks[0]] for t in tasks):
             raise ValueError(f"a run of pieces spans partitions: {tasks}")
         value = np.asarray(value, dtype=np.float64)
-        zero = np.zeros_like(value)
+        if self._zero is None or self._zero.shape != value.shape:
+            self._zero = np.zeros_like(value)
+            self._zero.flags.writeable = False  # shared by every piece a run stands for
+        zero = self._zero
         for t in old:
             self.values[t] = zero
         for t in new:
-            self._seen.add(t)
+            seen.add(t)
             self.tasks.append(t)
             self.values[t] = value if t == new[0] else zero
             self.ready = self._update(t)
@@ -83,7 +89,7 @@ class PieceDecoder(Decoder):
         return self.ready
 
     def _update(self, task: int) -> bool:
-        j = self.code.params["pieces"][task].key
+        j = self._keys[task]
         self._left[j] -= 1
         if self._left[j] == 0:
             self._incomplete -= 1
@@ -98,22 +104,22 @@ class PieceDecoder(Decoder):
         return sum(int(j) not in held for j in self.missing_partitions) <= self.tolerance
 
     def _result(self) -> np.ndarray:
-        pieces: Sequence[Piece] = self.code.params["pieces"]
-        complete = self._left == 0
-        used = [t for t in self.tasks if complete[pieces[t].key]]
+        keys, left = self._keys, self._left
+        complete = np.equal(left, 0)
+        used = [t for t in self.tasks if not left[keys[t]]]
         if self.code.target == "sum":
             return cast(np.ndarray, np.sum([self.value(t) for t in used], axis=0))
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
         out[complete] = 0.0
         for t in used:
-            out[pieces[t].key] += self.value(t)
+            out[keys[t]] += self.value(t)
         return out
 
     @property
     def used(self) -> set[int]:
-        pieces: Sequence[Piece] = self.code.params["pieces"]
-        return {t for t in self.tasks if self._left[pieces[t].key] == 0}
+        keys, left = self._keys, self._left
+        return {t for t in self.tasks if not left[keys[t]]}
 
 
 def holders(code: Code) -> list[list[int]]:
@@ -167,7 +173,8 @@ def partial_code(code: Code, rows: Sequence[int], chunk_rows: int) -> Code:
     B[np.arange(len(pieces)), [p.key for p in pieces]] = 1.0
     holds = tuple(frozenset(j for j, hs in enumerate(held) if w in hs)
                   for w in range(code.n_workers))
-    params = {**code.params, "pieces": tuple(pieces), "holds": holds, "of": code.name}
+    params = {**code.params, "pieces": tuple(pieces), "keys": tuple(p.key for p in pieces),
+              "holds": holds, "of": code.name}
     return Code(f"{code.name} partial", B, tuple(map(tuple, primary)), code.target,
                 PieceDecoder, params)
 
@@ -199,6 +206,9 @@ class RangeDecoder(Decoder):
 
     def needs(self, task: int) -> bool:
         return not self._inner[task % len(self._ranges)].ready and super().needs(task)
+
+    def needed(self, tasks: list[int]) -> list[int]:
+        return [t for t in tasks if self.needs(t)]
 
     def _update(self, task: int) -> bool:
         key, r = divmod(task, len(self._ranges))

@@ -157,9 +157,9 @@ class PieceWork:
 
     def _owed(self, rnd: Round, worker: int) -> list[int]:
         """The pieces ``worker`` owns, has not reported and nobody has sent yet, in its order."""
-        needs = rnd.decoder.needs
-        return [t for t in rnd.lists.get(worker, [])[rnd.reported.get(worker, 0):]
-                if rnd.owner.get(t) == worker and needs(t)]
+        owner = rnd.owner
+        return rnd.decoder.needed([t for t in rnd.lists.get(worker, [])[
+            rnd.reported.get(worker, 0):] if owner.get(t) == worker])
 
     def _spare(self, rnd: Round, worker: int, tasks: list[int], live: set[int]) -> list[Give]:
         """``worker`` sent pieces that another now owns (it computed them before it read that
@@ -227,8 +227,9 @@ class PieceWork:
         for thief in idle:
             if thief not in live or self._owed(rnd, thief):
                 continue
+            gone = set(rnd.owner.values()) - live - {RELEASED}  # owners computing nothing
             unowned = sorted(t for t, w in rnd.owner.items()  # a share nobody computes
-                             if w not in live and w != RELEASED and needs(t))
+                             if w in gone and needs(t)) if gone else []
             covered = self._stand_ins(rnd, unowned, thief, live)
             if thief not in rnd.sent:  # quiet (or no share): only what no worker of the round
                 others = rnd.sent & live  # can take

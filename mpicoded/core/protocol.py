@@ -224,7 +224,7 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
     if rank + 1 >= len(offsets):
         return (), theta
     start, stop = int(offsets[rank]), int(offsets[rank + 1])
-    return tuple(int(t) for t in flat[start:stop]), theta
+    return tuple(flat[start:stop].astype(np.int64).tolist()), theta
 
 
 NO_TRACE: tuple[TraceEntry, ...] = ()
@@ -269,7 +269,7 @@ def run_ids(runs: Sequence[Sequence[int]]) -> list[int]:
 def split_ids(ids: np.ndarray) -> tuple[list[int], tuple[int, ...] | None]:
     """A RESULT's task ids and, if it has runs (``run_ids``), their lengths; None: a value a
     task."""
-    tasks = [int(t) for t in ids]
+    tasks: list[int] = ids.astype(np.int64).tolist()
     if min(tasks, default=0) >= 0:
         return tasks, None
     runs: list[int] = []
@@ -316,7 +316,7 @@ def pack_assign(job: int, iteration: int, tasks: Sequence[int], epoch: int = 0) 
 
 def assign_fields(msg: Message) -> tuple[int, ...]:
     """The piece ids of an ASSIGN message."""
-    return tuple(int(t) for t in msg.payload[: msg.count])
+    return tuple(msg.payload[: msg.count].astype(np.int64).tolist())
 
 
 def pack_control(job: int = -1, iteration: int = -1, worker: int = -1,

@@ -108,7 +108,8 @@ class PieceDecoder(Decoder):
         complete = np.equal(left, 0)
         used = [t for t in self.tasks if not left[keys[t]]]
         if self.code.target == "sum":
-            return cast(np.ndarray, np.sum([self.value(t) for t in used], axis=0))
+            values, zero = [self.value(t) for t in used], self._zero  # zeros add nothing
+            return cast(np.ndarray, np.sum([v for v in values if v is not zero] or values, axis=0))
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
         out[complete] = 0.0

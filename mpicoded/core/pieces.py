@@ -142,10 +142,13 @@ class PieceWork:
         """``worker`` reported ``tasks`` of the open round (not decoded yet): what it and the
         others are given now, and whether a re-code is needed (every piece owed is in and the
         living's blocks cannot decode the rest)."""
-        at = rnd.lists.get(worker, [])
-        position = {t: i for i, t in enumerate(at)}
-        rnd.reported[worker] = max([rnd.reported.get(worker, 0)] + [
-            position[t] + 1 for t in tasks if t in position])
+        at, done = rnd.lists.get(worker, []), set(tasks)
+        reported = rnd.reported.get(worker, 0)
+        for i in range(len(at) - 1, reported - 1, -1):  # the furthest of them in its list
+            if at[i] in done:
+                reported = i + 1
+                break
+        rnd.reported[worker] = reported
         rnd.told.discard(worker)
         gives = self._spare(rnd, worker, tasks, live) + self.hand_over(rnd, [worker], live)
         if (not gives and self.table.ranges is not None

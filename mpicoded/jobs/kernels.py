@@ -35,7 +35,7 @@ def gradient_kernel(job: GradientJob, data_coded: bool) -> Kernel:
     def accumulate(block: Block, theta: np.ndarray, start: int, stop: int, coef: float,
                    out: np.ndarray) -> None:
         part = block  # whole (a piece's rows are cut once, by the worker)
-        if chunked and row_arrays(block) is not None and (start, stop) != (0, row_count(block)):
+        if chunked and (start or stop != row_count(block)) and row_arrays(block) is not None:
             part = take_rows(block, start, stop)
         if with_loss:  # the partition's loss share rides in the last entry, coded alike
             if fused:

@@ -28,6 +28,7 @@ def run_pieces(worker: Worker, msg: Message) -> None:
         worker.trace_dropped(msg, [], None, plist.drop()[1])
         return
     repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
+    pieces, kernel, size, sleeps = setup.pieces, worker.kernel, setup.result_size, delay.sleeps
     values: dict[int, np.ndarray] = {}
     entries: dict[int, TraceEntry] = {}
 
@@ -48,13 +49,13 @@ def run_pieces(worker: Worker, msg: Message) -> None:
                                      left)
             return
         began, computing = time.perf_counter(), time.monotonic()
-        key, start, _ = setup.pieces[run[0]]
-        stop = setup.pieces[run[-1]][2]
-        values[run[0]] = run_piece(worker.kernel, worker.piece_block(key, start, stop), theta,
-                                   setup.result_size, repeat)
+        key, start, _ = pieces[run[0]]
+        stop = pieces[run[-1]][2]
+        values[run[0]] = run_piece(kernel, worker.piece_block(key, start, stop), theta, size,
+                                   repeat)
         worker.rows += stop - start
         worker.computed += len(run)
-        if delay.sleeps:  # runs of one piece (``Runs`` is off)
+        if sleeps:  # runs of one piece (``Runs`` is off)
             model_time = delay.task_delay(setup.worker, msg.job, msg.iteration, plist.slot - 1,
                                           setup.task_cost[run[0]])
             due += time.monotonic() - computing + delay.seconds(model_time)

@@ -1,9 +1,11 @@
 """Runs of pieces (no MPI): a worker computes consecutive pieces of its own share of one
-partition as one sum (one kernel call, one value), up to about a chunk of rows; pieces taken
-over from others, or of another partition, are computed alone; the set-up turns runs on only
-where they keep the decode exact and the injected delays unchanged."""
+partition as one sum (one kernel call, one value), up to about a chunk of rows, cut evenly;
+pieces taken over from others, or of another partition, are computed alone; the set-up turns
+runs on only where they keep the decode exact and the injected delays unchanged."""
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -33,14 +35,21 @@ def test_a_run_is_the_own_shares_adjoining_pieces_of_one_partition_up_to_its_row
     part = frc_part()
     runs = Runs(table(part), frozenset(part.schedule[0]), 30)
     own = list(part.schedule[0])
-    assert runs.joins(own[:1], own[1]) and runs.joins(own[:2], own[2])
-    assert not runs.joins(own[:3], own[3])  # 40 rows: past the run's 30
+    assert runs.joining(own[0], deque(own[1:])) == 2  # 30 rows: the run's most
     first = part.params["pieces"][own[0]].key
     other = next(t for t in own if part.params["pieces"][t].key != first)
-    assert not runs.joins([own[0]], other)  # another partition
+    assert runs.joining(own[0], deque([other])) == 0  # another partition
     theirs = next(t for t in part.schedule[1] if part.params["pieces"][t].key == first)
-    assert not runs.joins([own[0]], theirs)  # not its own: taken over, computed alone
-    assert not runs.joins([own[0]], own[2])  # rows that do not adjoin
+    assert runs.joining(own[0], deque([theirs, own[1]])) == 0  # not its own: computed alone
+    assert runs.joining(own[0], deque(own[2:])) == 0  # rows that do not adjoin
+
+
+def test_a_stretch_is_cut_into_runs_of_even_rows():
+    part = frc_part()  # a share of a partition: six pieces of 10 rows
+    own = list(part.schedule[0])
+    assert Runs(table(part), frozenset(own), 40).joining(own[0], deque(own[1:])) == 2  # 30 + 30
+    assert Runs(table(part), frozenset(own), 60).joining(own[0], deque(own[1:])) == 5  # one run
+    assert Runs(table(part), frozenset(own), 25).joining(own[0], deque(own[1:])) == 1  # 20 x 3
 
 
 def iterate(part, rank=1):

@@ -116,12 +116,17 @@ class StragglerWatch:
         self.slow: set[int] = set()
 
     def add(self, records: Sequence[Timed]) -> None:
+        chunks, busy, run_chunks, run_busy = self.chunks, self.busy, self.run_chunks, self.run_busy
+        first, last = self.first_s, self.last_s
         for r in records:
             if r.chunks > 0:
-                for chunks, busy in ((self.chunks, self.busy), (self.run_chunks, self.run_busy)):
-                    chunks[r.worker + 1] += r.chunks
-                    busy[r.worker + 1] += r.end_s - r.start_s
-                self.first_s, self.last_s = min(self.first_s, r.start_s), max(self.last_s, r.end_s)
+                rank, took = r.worker + 1, r.end_s - r.start_s
+                chunks[rank] += r.chunks
+                busy[rank] += took
+                run_chunks[rank] += r.chunks
+                run_busy[rank] += took
+                first, last = min(first, r.start_s), max(last, r.end_s)
+        self.first_s, self.last_s = first, last
 
     def iteration(self) -> None:
         """An iteration reported: once a window is long enough, the ranks are judged."""

@@ -31,6 +31,8 @@ class Round:
     told: set[int] = field(default_factory=set)  # told a shortened list, silent since
     sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
     share: dict[int, int] = field(default_factory=dict)  # piece -> the worker it was dealt to
+    waiting: set[int] = field(default_factory=set)  # idle, to take over once a holder is late
+    wake: float | None = None  # when the holders they wait on are taken as slow
 
     @property
     def key(self) -> tuple[int, int, int]:

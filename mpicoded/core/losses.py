@@ -64,7 +64,11 @@ class Losses:
             if not s._decodable():
                 return out + self.recode("workers died", now)
             if s.piecework is not None:
+                s.piecework.forget(lost)
+                wake = rnd.wake
                 out += s._gives(s.piecework.hand_over(rnd, sorted(s.live), s.live, now))
+                if rnd.wake is not None and rnd.wake != wake:  # one waits on a holder now
+                    out.append(self.wake(rnd, rnd.wake))
         if s.splitter is not None and s.splitter.kind != "adaptive":
             out.append(s.place(s.splitter.schedule()))  # only adaptive has all data
         return out + s.ending.check()

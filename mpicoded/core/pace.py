@@ -14,9 +14,10 @@ SLACK = 1.0  # a holder this far (of its expected time) past its expected end is
 
 
 class Paces:
-    """Seconds a row for each worker: in a round, the time from its start to a result over the
-    rows reported since (or, for a worker with pieces left when the round decoded, to then
-    over those rows and its next piece's); over rounds, the slowest of its last ROUNDS."""
+    """Seconds a row for each worker: in a round, the time from its start (or from when it
+    last took pieces over, idle before) to a result over the rows reported since (or, for a
+    worker with pieces left when the round decoded, to then over those rows and its next
+    piece's); over rounds, the slowest of its last ROUNDS."""
 
     def __init__(self, rows: Sequence[int]) -> None:
         self.rows = rows  # each piece's rows
@@ -24,6 +25,7 @@ class Paces:
         self.current: dict[int, float] = {}  # worker -> its pace in the open round
         self.done: dict[int, int] = {}  # worker -> rows reported in the open round
         self.last: dict[int, float] = {}  # worker -> its last result's time in the open round
+        self.begun: dict[int, tuple[float, int]] = {}  # worker -> (when, rows done) it resumed
         self.started = 0.0
 
     def open(self, now: float) -> None:
@@ -34,20 +36,32 @@ class Paces:
         self.current.clear()
         self.done.clear()
         self.last.clear()
+        self.begun.clear()
 
     def reported(self, worker: int, tasks: list[int], now: float) -> None:
         """``worker`` sent ``tasks`` (pieces) of the open round at ``now``."""
         rows = self.rows
         done = self.done[worker] = self.done.get(worker, 0) + sum([rows[t] for t in tasks])
         self.last[worker] = now
-        if done and now > self.started:
-            self.current[worker] = (now - self.started) / done
+        began, before = self.begun.get(worker, (self.started, 0))
+        if done > before and now > began:
+            self.current[worker] = (now - began) / (done - before)
+
+    def resumed(self, worker: int, now: float) -> None:
+        """``worker``, idle, took pieces over at ``now``: its pace is counted from then."""
+        self.begun[worker] = (now, self.done.get(worker, 0))
+
+    def forget(self, worker: int) -> None:
+        """``worker`` is lost: its pace no longer counts in the typical one."""
+        for paces in (self.recent, self.current, self.done, self.last, self.begun):
+            paces.pop(worker, None)
 
     def behind(self, worker: int, rows: int, now: float) -> None:
         """``worker`` had not sent ``rows`` more by ``now``, when the round decoded without
         them: its pace is at least that slow (a straggler's results all come too late to be
         measured)."""
-        pace = (now - self.started) / (self.done.get(worker, 0) + rows)
+        began, before = self.begun.get(worker, (self.started, 0))
+        pace = (now - began) / (self.done.get(worker, 0) - before + rows)
         if pace > self.current.get(worker, 0.0):
             self.current[worker] = pace
 

@@ -144,6 +144,12 @@ class PieceWork:
             elif len(tasks) > at:
                 paces.behind(w, rows[tasks[at]], now)
 
+    def forget(self, lost: list[int]) -> None:
+        """``lost`` workers are gone: no pace of theirs counts any more."""
+        for w in lost:
+            self.first.pop(w, None)
+            self.paces.forget(w)
+
     def lagging(self, workers: set[int]) -> set[int]:
         """Those of ``workers`` that sent no live result in the last round opened."""
         return workers - self.fresh
@@ -175,7 +181,7 @@ class PieceWork:
                 and not any(self._owed(rnd, w) for w in rnd.sent & live)):
             if not self.could_finish(rnd, live):
                 return [], True
-            gives = self._cover(rnd, live)
+            gives = self._cover(rnd, live, now)
         return gives, False
 
     def _owed(self, rnd: Round, worker: int) -> list[int]:
@@ -273,6 +279,8 @@ class PieceWork:
                 continue
             for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
                 rnd.owner[t] = thief if t == q else RELEASED
+            rnd.given[thief] = now
+            self.paces.resumed(thief, now)
             gives.append(self._give(rnd, thief, [q for _, q in pairs]))
             if victim >= 0:
                 left = self._owed(rnd, victim)  # what is still its own, in its order
@@ -281,6 +289,8 @@ class PieceWork:
                 else:
                     rnd.told.add(victim)
                     gives += self._retell(rnd, victim, left, live, now, robber=thief)
+        if not rnd.waiting:
+            rnd.wake = None  # nobody waits on a holder any more
         return gives
 
     def _tail(self, rnd: Round, thief: int, live: set[int], now: float,
@@ -318,7 +328,7 @@ class PieceWork:
         self.last_sent[worker] = self.rounds
         return Give(worker, tuple(taken), fresh=True)
 
-    def _cover(self, rnd: Round, live: set[int]) -> list[Give]:
+    def _cover(self, rnd: Round, live: set[int], now: float) -> list[Give]:
         """Ranges of coded blocks, every piece owed is in and a range is still not decoded (a
         code that is not MDS, whose shares or stand-ins were not enough; or deaths): each
         worker of the round computes every piece of its blocks still needed that nobody has."""
@@ -328,5 +338,6 @@ class PieceWork:
             taken = [t for t in range(self.code.n_tasks) if pieces[t].key in holds[w]
                      and rnd.decoder.needs(t) and rnd.owner.get(t) not in live]
             if taken:
+                rnd.given[w] = now
                 gives.append(self._give(rnd, w, taken))
         return gives

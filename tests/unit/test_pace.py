@@ -65,13 +65,13 @@ def play(d, vals, lists, now, iteration):
     return out
 
 
-def frc_after_a_round():
+def frc_after_a_round(**settings):
     """Partial frc s=1 (workers 0 and 1 hold partitions 0 and 1): round 0 decoded with every
     worker done at time 1 (paces known), round 1 open since."""
     code = make_code("frc", 6, stragglers=1)
     part = partial_code(code, [400] * code.n_partitions, 100)
     vals = np.random.default_rng(0).standard_normal((part.n_tasks, 3))
-    d = Driver(part, work=Decodes(part))
+    d = Driver(part, work=Decodes(part), **settings)
     d.open(0.0)
     assert of(play(d, vals, {w: list(part.schedule[w]) for w in range(6)}, 1.0, 0), ev.Decoded)
     assert d.session.round.iteration == 1 and d.session.round.started == 1.0
@@ -128,6 +128,21 @@ def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_is_slow_after():
     out = d.result(1, share, vals[share], start + 1.0, iteration=2)
     assert out == [ev.Assign(2, 0, 2, 0, tuple(owed[half:][::-1])),
                    ev.Assign(1, 0, 2, 0, tuple(owed[:half]))]
+
+
+def test_a_worker_that_waited_is_not_timed_out_for_it():
+    """--iteration-timeout 1.5: worker 1 done at 2.0 waits on worker 0 (due at 3), which is
+    lost for its silence at 2.5; worker 1 takes its pieces over then, and its own silence
+    counts from then (4.0 is its deadline), not from its last result (3.5)."""
+    part, vals, d = frc_after_a_round(iteration_timeout=1.5)
+    for w in range(1, 6):
+        share = list(part.schedule[w])
+        d.result(w, share, vals[share], 2.0, iteration=1)
+    assert d.session.round.waiting == {1}
+    out = d.handle(ev.Tick(2.5))
+    assert of(out, ev.Forget) == [ev.Forget(1)]
+    assert [a.rank for a in of(out, ev.Assign)] == [2] and of(out, ev.WakeAt) == [ev.WakeAt(4.0)]
+    assert d.handle(ev.Tick(3.6)) == [ev.WakeAt(4.0)]
 
 
 def test_a_result_never_passes_over_pieces_still_owed():

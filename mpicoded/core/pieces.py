@@ -296,20 +296,22 @@ class PieceWork:
     def _tail(self, rnd: Round, thief: int, live: set[int], now: float,
               robber: int) -> tuple[list[tuple[int, int]], int]:
         """What idle ``thief`` takes over of another's share (far end first), and whose: the
-        far half of the largest share still owed by a holder that is slow, overdue or of no
-        known pace; none if every holder is only a little behind (``thief`` then waits for
-        one to be overdue, ``Paces``)."""
+        far half of the largest share still owed by a holder that is slow (unless ``thief``
+        is slow itself), overdue or of no known pace; none if every holder is only a little
+        behind, or is ``robber`` (``thief`` then waits for one to be overdue, ``Paces``)."""
         pairs: list[tuple[int, int]] = []
         victim, wake, paces = -1, float("inf"), self.paces
-        for other in sorted(live - {thief, robber}):
+        slow = paces.slow(thief)  # a slow thief takes over only from the overdue
+        for other in sorted(live - {thief}):
             owed = self._owed(rnd, other)
             covered = self._stand_ins(rnd, owed, thief, live)
-            if len(covered) <= len(pairs):
+            if len(covered) <= len(pairs) and other != robber:
                 continue
             due = paces.due(other, owed)
-            if due is None or now >= due or paces.slow(other):
+            if other != robber and (due is None or now >= due
+                                    or (paces.slow(other) and not slow)):
                 pairs, victim = covered, other
-            else:
+            elif covered and due is not None:  # its robber too, overdue by the next Tick
                 wake = min(wake, due)
         if not pairs and wake < float("inf"):
             rnd.waiting.add(thief)

@@ -64,11 +64,7 @@ class Losses:
             if not s._decodable():
                 return out + self.recode("workers died", now)
             if s.piecework is not None:
-                s.piecework.forget(lost)
-                wake = rnd.wake
-                out += s._gives(s.piecework.hand_over(rnd, sorted(s.live), s.live, now))
-                if rnd.wake is not None and rnd.wake != wake:  # one waits on a holder now
-                    out.append(self.wake(rnd, rnd.wake))
+                out += s._gives(s.piecework.hand_over(rnd, sorted(s.live), s.live))
         if s.splitter is not None and s.splitter.kind != "adaptive":
             out.append(s.place(s.splitter.schedule()))  # only adaptive has all data
         return out + s.ending.check()
@@ -93,18 +89,12 @@ class Losses:
                                    "(--iteration-timeout)"), *self.lose(ranks, event.now)]
         rnd = s.round
         if rnd is not None and not rnd.done:
-            wake = self.wake(rnd, event.now + timeout)  # owing none now: maybe after a
-            if wake not in out:  # hand-over, so look again; a re-opened round asked already
+            owing = self.owing(rnd)  # none now: maybe after a hand-over, so look again
+            wake = WakeAt(min((rnd.deadline(w, timeout) for w in owing),
+                              default=event.now + timeout))
+            if wake not in out:  # a re-opened round asked for it already
                 out.append(wake)
         return out
-
-    def wake(self, rnd: Round, at: float) -> WakeAt:
-        """The Tick to ask for: at ``at``, or before if a worker the open round waits on will
-        have been silent past --iteration-timeout by then."""
-        timeout = self.session.settings.iteration_timeout
-        if timeout is None:
-            return WakeAt(at)
-        return WakeAt(min([at, *(rnd.deadline(w, timeout) for w in self.owing(rnd))]))
 
     def owing(self, rnd: Round) -> set[int]:
         """The living workers the open round waits on: those that owe tasks, or under partial

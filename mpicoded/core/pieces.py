@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 from ..codes import Code
 from ..codes.partial import Piece
-from .pace import Paces
 from .round import Round
 
 QUIET_ROUNDS = 2  # a worker silent this many rounds is left out of the next
@@ -67,8 +66,6 @@ class PieceWork:
         self.useful: dict[int, int] = {}  # worker -> the last round it sent a live result in
         self.late: frozenset[int] = frozenset()  # kept to one piece this round
         self.fresh: set[int] = set()  # the workers that sent a live result in this round
-        self.paces = Paces([p.stop - p.start for p in table.pieces])
-        self.first: dict[int, int] = {}  # worker -> the first piece of its list this round
 
     def holding(self, workers: set[int]) -> set[int]:
         """The blocks (partitions, or coded tasks) ``workers`` hold."""
@@ -103,9 +100,7 @@ class PieceWork:
         to the end of the shortest list that can take it, so nobody waits to be idle for them.
         A piece nobody of the round can take is left to the hand-over."""
         self.fresh = set()
-        self.paces.open(rnd.started)
         rnd.lists = {w: list(schedule[w]) for w in rnd.outstanding}
-        self.first = {w: tasks[0] for w, tasks in rnd.lists.items() if tasks}
         rnd.reported = dict.fromkeys(rnd.outstanding, 0)
         rnd.share = {t: w for w in range(self.code.n_workers) for t in schedule[w]}
         rnd.owner = {t: w if w in rnd.outstanding else -1  # -1: nobody's (quiet, dead)
@@ -131,57 +126,36 @@ class PieceWork:
                     rnd.owner[q], rnd.owner[t] = w, w if t == q else RELEASED
                     break
 
-    def decoded(self, rnd: Round, now: float) -> None:
-        """The round decoded at ``now``: each worker of it that had sent nothing of it had not
-        computed its first piece yet, one with pieces of its list still to send its next one
-        (``Paces.behind``)."""
-        paces = self.paces
-        rows = paces.rows
-        for w, first in self.first.items():
-            tasks, at = rnd.lists.get(w, []), rnd.reported.get(w, 0)
-            if w not in paces.done:
-                paces.behind(w, rows[first], now)
-            elif len(tasks) > at:
-                paces.behind(w, rows[tasks[at]], now)
-
-    def forget(self, lost: list[int]) -> None:
-        """``lost`` workers are gone: no pace of theirs counts any more."""
-        for w in lost:
-            self.first.pop(w, None)
-            self.paces.forget(w)
-
     def lagging(self, workers: set[int]) -> set[int]:
         """Those of ``workers`` that sent no live result in the last round opened."""
         return workers - self.fresh
 
-    def heard_from(self, worker: int, live: bool, tasks: list[int], now: float) -> None:
-        """A result of ``tasks`` from ``worker`` at ``now`` (``live``: of the open round)."""
+    def heard_from(self, worker: int, live: bool) -> None:
+        """A result from ``worker`` (``live``: of the open round)."""
         self.heard[worker] = self.rounds
         if live:
             self.useful[worker] = self.rounds
             self.fresh.add(worker)
-            self.paces.reported(worker, tasks, now)
 
-    def on_result(self, rnd: Round, worker: int, tasks: list[int], live: set[int],
-                  now: float) -> tuple[list[Give], bool]:
-        """``worker`` reported ``tasks`` of the open round (not decoded yet) at ``now``: what
-        it and the others are given now (those waiting to take over look again: its pace may
-        show it slow), and whether a re-code is needed (every piece owed is in and the
+    def on_result(self, rnd: Round, worker: int, tasks: list[int],
+                  live: set[int]) -> tuple[list[Give], bool]:
+        """``worker`` reported ``tasks`` of the open round (not decoded yet): what it and the
+        others are given now, and whether a re-code is needed (every piece owed is in and the
         living's blocks cannot decode the rest)."""
         at, done = rnd.lists.get(worker, []), set(tasks)
-        reported, needs, owner = rnd.reported.get(worker, 0), rnd.decoder.needs, rnd.owner
-        while reported < len(at) and (at[reported] in done or not needs(at[reported])
-                                      or owner.get(at[reported]) != worker):
-            reported += 1  # its list's head is done (a piece of a list it had before, which
-        rnd.reported[worker] = reported  # is in this one too, may come first)
+        reported = rnd.reported.get(worker, 0)
+        for i in range(len(at) - 1, reported - 1, -1):  # the furthest of them in its list
+            if at[i] in done:
+                reported = i + 1
+                break
+        rnd.reported[worker] = reported
         rnd.told.discard(worker)
-        idle = [worker, *sorted(rnd.waiting - {worker})]
-        gives = self._spare(rnd, worker, tasks, live, now) + self.hand_over(rnd, idle, live, now)
+        gives = self._spare(rnd, worker, tasks, live) + self.hand_over(rnd, [worker], live)
         if (not gives and self.table.ranges is not None
                 and not any(self._owed(rnd, w) for w in rnd.sent & live)):
             if not self.could_finish(rnd, live):
                 return [], True
-            gives = self._cover(rnd, live, now)
+            gives = self._cover(rnd, live)
         return gives, False
 
     def _owed(self, rnd: Round, worker: int) -> list[int]:
@@ -190,8 +164,7 @@ class PieceWork:
         return rnd.decoder.needed([t for t in rnd.lists.get(worker, [])[
             rnd.reported.get(worker, 0):] if owner.get(t) == worker])
 
-    def _spare(self, rnd: Round, worker: int, tasks: list[int], live: set[int],
-               now: float) -> list[Give]:
+    def _spare(self, rnd: Round, worker: int, tasks: list[int], live: set[int]) -> list[Give]:
         """``worker`` sent pieces that another now owns (it computed them before it read that
         they were taken): each such owner, working down from the far end, is told its list
         without them, so it does not compute them again; one that is left with nothing takes
@@ -202,17 +175,17 @@ class PieceWork:
             pending = rnd.lists.get(o, [])[rnd.reported.get(o, 0):]
             left = self._owed(rnd, o)
             if len(left) != len(pending):
-                gives += self._retell(rnd, o, left, live, now)
+                gives += self._retell(rnd, o, left, live)
         return gives
 
-    def _retell(self, rnd: Round, worker: int, left: list[int], live: set[int], now: float,
+    def _retell(self, rnd: Round, worker: int, left: list[int], live: set[int],
                 robber: int = -1) -> list[Give]:
         """``worker``'s list is now ``left`` (what it still owns, in its order). Left with
         nothing, it is idle: it takes something else over (not back from ``robber``, who has
         just taken its last), if there is any, and that one message tells it both; else it is
         told its list is empty."""
         rnd.lists[worker], rnd.reported[worker] = left, 0
-        given = [] if left else self.hand_over(rnd, [worker], live, now, robber)
+        given = [] if left else self.hand_over(rnd, [worker], live, robber)
         if any(g.worker == worker for g in given):
             return given
         return [Give(worker, tuple(left)), *given]
@@ -241,27 +214,20 @@ class PieceWork:
                     break
         return out
 
-    def hand_over(self, rnd: Round, idle: list[int], live: set[int], now: float,
+    def hand_over(self, rnd: Round, idle: list[int], live: set[int],
                   robber: int = -1) -> list[Give]:
-        """Each of ``idle`` that owes nothing more takes over what is left of a share nobody
-        computes (a dead worker's), else the tail of the share still owed, among the blocks it
-        holds, of the holder that would finish last, cut where the two would finish together
-        by their paces (``Paces``), so a slow holder and its helper meet there instead of
-        repeating each other. A holder expected to be done before help could arrive keeps its
-        share, and the idle one waits (``rnd.waiting``) until a result shows a holder slow,
-        or until ``rnd.wake``, when one it waited on is overdue. Where a pace is not known
-        yet, or a holder is overdue, it takes the far half of the largest share, rounded up:
-        the last piece a slow holder owes (it may be computing it at a twentieth of the
-        speed) goes to the idle one too. The holder is told its shortened list, so it does not
-        go on into pieces now another's, but once until it reports again: a straggler that
-        has not read the last notice would only have more to read before its next STOP or
-        ITERATE, and what it computes past its share is dropped as a duplicate. A holder
-        robbed of its last piece is idle too, and takes over in turn (never back from
-        ``robber``)."""
+        """Each of ``idle`` that owes nothing more takes over the far half of the largest share
+        still owed among the blocks it holds (all of a dead worker's), so a slow holder and its
+        helper meet in the middle instead of repeating each other. The half is rounded up: the
+        last piece a slow holder owes (it may be computing it at a twentieth of the speed) goes
+        to the idle one too. The holder is told its shortened list, so it does not go on into
+        pieces now another's, but once until it reports again: a straggler that has not read
+        the last notice would only have more to read before its next STOP or ITERATE, and what
+        it computes past its share is dropped as a duplicate. A holder robbed of its last piece
+        is idle too, and takes over in turn (never back from ``robber``)."""
         gives: list[Give] = []
         needs = rnd.decoder.needs
         for thief in idle:
-            rnd.waiting.discard(thief)
             if thief not in live or self._owed(rnd, thief):
                 continue
             gone = set(rnd.owner.values()) - live - {RELEASED}  # owners computing nothing
@@ -274,13 +240,15 @@ class PieceWork:
                            if not any(self._stand_ins(rnd, [t], o, live) for o in others)]
             pairs, victim = covered, -1
             if not pairs and thief in rnd.sent:
-                pairs, victim = self._tail(rnd, thief, live, now, robber)
+                for other in sorted(live - {thief, robber}):
+                    owed = self._stand_ins(rnd, self._owed(rnd, other), thief, live)
+                    if len(owed) > len(pairs):
+                        pairs, victim = owed, other
+                pairs = pairs[len(pairs) // 2:][::-1]  # the far half, far end first
             if not pairs:
                 continue
             for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
                 rnd.owner[t] = thief if t == q else RELEASED
-            rnd.given[thief] = now
-            self.paces.resumed(thief, now)
             gives.append(self._give(rnd, thief, [q for _, q in pairs]))
             if victim >= 0:
                 left = self._owed(rnd, victim)  # what is still its own, in its order
@@ -288,35 +256,8 @@ class PieceWork:
                     rnd.lists[victim], rnd.reported[victim] = left, 0
                 else:
                     rnd.told.add(victim)
-                    gives += self._retell(rnd, victim, left, live, now, robber=thief)
-        if not rnd.waiting:
-            rnd.wake = None  # nobody waits on a holder any more
+                    gives += self._retell(rnd, victim, left, live, robber=thief)
         return gives
-
-    def _tail(self, rnd: Round, thief: int, live: set[int], now: float,
-              robber: int) -> tuple[list[tuple[int, int]], int]:
-        """What idle ``thief`` takes over of another's share (far end first), and whose: the
-        far half of the largest share still owed by a holder that is slow (unless ``thief``
-        is slow itself), overdue or of no known pace; none if every holder is only a little
-        behind, or is ``robber`` (``thief`` then waits for one to be overdue, ``Paces``)."""
-        pairs: list[tuple[int, int]] = []
-        victim, wake, paces = -1, float("inf"), self.paces
-        slow = paces.slow(thief)  # a slow thief takes over only from the overdue
-        for other in sorted(live - {thief}):
-            owed = self._owed(rnd, other)
-            covered = self._stand_ins(rnd, owed, thief, live)
-            if len(covered) <= len(pairs) and other != robber:
-                continue
-            due = paces.due(other, owed)
-            if other != robber and (due is None or now >= due
-                                    or (paces.slow(other) and not slow)):
-                pairs, victim = covered, other
-            elif covered and due is not None:  # its robber too, overdue by the next Tick
-                wake = min(wake, due)
-        if not pairs and wake < float("inf"):
-            rnd.waiting.add(thief)
-            rnd.wake = wake if rnd.wake is None else min(rnd.wake, wake)
-        return pairs[len(pairs) // 2:][::-1], victim  # the far half, far end first
 
     def _give(self, rnd: Round, worker: int, taken: list[int]) -> Give:
         """``taken`` becomes ``worker``'s list (and its pieces)."""
@@ -330,7 +271,7 @@ class PieceWork:
         self.last_sent[worker] = self.rounds
         return Give(worker, tuple(taken), fresh=True)
 
-    def _cover(self, rnd: Round, live: set[int], now: float) -> list[Give]:
+    def _cover(self, rnd: Round, live: set[int]) -> list[Give]:
         """Ranges of coded blocks, every piece owed is in and a range is still not decoded (a
         code that is not MDS, whose shares or stand-ins were not enough; or deaths): each
         worker of the round computes every piece of its blocks still needed that nobody has."""
@@ -340,6 +281,5 @@ class PieceWork:
             taken = [t for t in range(self.code.n_tasks) if pieces[t].key in holds[w]
                      and rnd.decoder.needs(t) and rnd.owner.get(t) not in live]
             if taken:
-                rnd.given[w] = now
                 gives.append(self._give(rnd, w, taken))
         return gives

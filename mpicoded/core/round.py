@@ -31,9 +31,6 @@ class Round:
     told: set[int] = field(default_factory=set)  # told a shortened list, silent since
     sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
     share: dict[int, int] = field(default_factory=dict)  # piece -> the worker it was dealt to
-    waiting: set[int] = field(default_factory=set)  # idle, to take over once a holder is late
-    wake: float | None = None  # when the holders they wait on are taken as slow
-    given: dict[int, float] = field(default_factory=dict)  # worker -> when it last took over
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -86,10 +83,9 @@ class Round:
         return probe.ready
 
     def deadline(self, worker: int, timeout: float) -> float:
-        """When ``worker`` will have sent nothing for ``timeout``: since the round began, its
-        last result, or the last pieces it took over (it may have waited idle for them)."""
-        return max(self.started + max(self.arrivals.get(worker, [0.0])),
-                   self.given.get(worker, 0.0)) + timeout
+        """When ``worker`` will have sent nothing for ``timeout``: since the round began, or
+        since its last result."""
+        return self.started + max(self.arrivals.get(worker, [0.0])) + timeout
 
     def silent(self, now: float, timeout: float, owing: set[int]) -> list[int]:
         """Of ``owing``, those that have sent nothing for ``timeout``."""

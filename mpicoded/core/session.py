@@ -126,7 +126,7 @@ class Session:
             Begin: self._begin, Started: self.stream.started, JobArrived: self.stream.arrived,
             ResultArrived: self._result, ProgressReported: self._progress,
             TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self.losses.lost,
-            WorkerFailed: self.ending.failed, Tick: self._tick,
+            WorkerFailed: self.ending.failed, Tick: self.losses.tick,
             StopAcknowledged: self.ending.acknowledged, LossComputed: self.stream.loss,
         }
 
@@ -252,7 +252,7 @@ class Session:
         stale = (rnd is None or rnd.done or (event.job, event.iteration, event.epoch) != rnd.key
                  or worker not in self.live)
         if self.piecework is not None:
-            self.piecework.heard_from(worker, not stale, event.tasks, event.now)
+            self.piecework.heard_from(worker, not stale)
         if stale:
             return self._stale(len(event.tasks))
         assert rnd is not None
@@ -261,16 +261,11 @@ class Session:
         if rnd.take(worker, event.tasks, event.values, event.now, event.runs):
             return self._decoded(rnd, event.now)
         if self.piecework is not None:
-            wake = rnd.wake
-            gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live,
-                                                     event.now)
+            gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live)
             if recode:
                 return self.losses.recode("every result is in and the code cannot decode them",
                                    event.now)
-            out = self._gives(gives)
-            if rnd.wake is not None and rnd.wake != wake:
-                out.append(self.losses.wake(rnd, rnd.wake))
-            return out
+            return self._gives(gives)
         if rnd.exhausted(worker):
             return self.losses.recode("every result is in and the code cannot decode them",
                                       event.now)
@@ -293,8 +288,6 @@ class Session:
         """The round decoded: purges held for the workers with work left, theta stepped, the
         load split told, and the stream goes on."""
         record, owing = rnd.close(now, self.decoding, self.settings.purge, self.stale_results)
-        if self.piecework is not None:
-            self.piecework.decoded(rnd, now)
         self.stale_results = 0
         self.totals["purged_tasks"] += record.purged_tasks
         self.totals["iterations"] += 1
@@ -311,23 +304,6 @@ class Session:
         out: list[Instruction] = [Decoded(rnd.job, rnd.iteration, rnd.epoch,
                                           frozenset(dec.used))]
         return out + self.stream.decoded(record, result, dec.missing_partitions, now)
-
-    def _tick(self, event: Tick) -> list[Instruction]:
-        """The clock: silent workers are lost (``Losses.tick``); idle workers that waited on
-        holders expected to finish first take over from those now overdue."""
-        out = self.losses.tick(event)
-        rnd, piecework = self.round, self.piecework
-        if rnd is None or rnd.done or piecework is None or rnd.wake is None:
-            return out
-        if event.now >= rnd.wake:
-            rnd.wake = None
-            out += self._gives(piecework.hand_over(rnd, sorted(rnd.waiting), self.live,
-                                                   event.now))
-        if rnd.wake is None:
-            return out
-        wakes = [i.at for i in out if isinstance(i, WakeAt)]
-        return [*(i for i in out if not isinstance(i, WakeAt)),
-                WakeAt(min([rnd.wake, *wakes]))]
 
     def _progress(self, event: ProgressReported) -> list[Instruction]:
         worker = self.ranks.index(event.rank)

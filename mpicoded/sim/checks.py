@@ -4,7 +4,7 @@
 A seed picks 8, 12 or 21 workers, a code (gfrc, frc, spread with partial work, or whole tasks;
 cyclic whole tasks), stragglers (none, one or two fixed, a moving one, 20 or 200 times slow, or
 short random stalls), the latency, a 30- or 8-iteration run, the master's hold-back of a large
-theta, and up to two deaths or a frozen worker at random moments.
+theta, and up to two deaths or a frozen worker at random moments (timed out, or frozen to the end).
 """
 
 from __future__ import annotations
@@ -63,11 +63,14 @@ def scenario(seed: int) -> Model:
     deaths = tuple(zip(at[:faults], ranks[:faults], strict=False)) if faults in (1, 2) else ()
     freezes = ((at[0], ranks[0]),) if faults == 3 else ()
     pieces = family != "cyclic" and rng.random() < 0.8
-    return Model(code, seed, speeds, pieces=pieces, iterations=int(rng.choice([8, 30])),
-                 latency=float(rng.choice([0.05, 0.3, 1.0])),
-                 deaths=deaths, freezes=freezes, timeout=5000.0 if freezes else None,
-                 flush=float(rng.choice([0.0, 2.0])), hold_back=bool(rng.random() < 0.5),
-                 run_rows=int(rng.choice([0, 6, 12])))
+    iterations, latency = int(rng.choice([8, 30])), float(rng.choice([0.05, 0.3, 1.0]))
+    flush, hold_back = float(rng.choice([0.0, 2.0])), bool(rng.random() < 0.5)
+    run_rows = int(rng.choice([0, 6, 12]))
+    # a frozen rank is timed out, or (no timeout, as the linger tests run) frozen to the end
+    timeout = 5000.0 if freezes and rng.random() < 0.5 else None
+    return Model(code, seed, speeds, pieces=pieces, iterations=iterations, latency=latency,
+                 deaths=deaths, freezes=freezes, timeout=timeout, flush=flush,
+                 hold_back=hold_back, run_rows=run_rows)
 
 
 def check(seed: int) -> Model:

@@ -85,6 +85,7 @@ class ModelWorker:
     arrived: deque[Message] = field(default_factory=deque)
     dead: bool = False
     frozen: bool = False
+    paused: Run | None = None  # the run it was computing when it froze
     busy: bool = False
     acked: bool = False
     msg: Message | None = None  # the iteration under way
@@ -318,8 +319,11 @@ class Model:
 
     def done(self, rank: int, run: Run) -> None:
         w = self.workers[rank]
+        if w.frozen and not w.dead:
+            w.paused = run  # done once it is resumed
+            return
         w.busy = False
-        if w.dead or w.frozen or w.msg is None:
+        if w.dead or w.msg is None:
             return
         w.values[run[0]] = self.value(w, run)
         assert w.setup is not None
@@ -346,6 +350,8 @@ class Model:
             if self.outcome is not None and all(self.workers[r].acked or self.workers[r].dead
                                                 for r in self.lingering):
                 return self.outcome
+            if not self.heap and self.resumed():
+                continue
             if not self.heap:
                 idle = sorted(r for r, w in self.workers.items() if not (w.busy or w.dead))
                 raise AssertionError(f"hang at model time {self.now:.2f}: "
@@ -376,3 +382,21 @@ class Model:
             elif kind == "tick" and what == self.wake_at:
                 self.feed(ev.Tick(self.now))
         raise AssertionError(f"no end in {limit} events: {self.session.describe()}")
+
+    def resumed(self) -> bool:
+        """Nothing more can happen and the run waits on frozen workers with no timeout: if
+        every iteration is decoded (the run waits for their STOP acknowledgements) they are
+        resumed, as the linger tests resume them; not while a round is open (its pieces should
+        have been taken over from them: a hang)."""
+        frozen = [w for w in self.workers.values() if w.frozen and not w.dead]
+        rnd = self.session.round
+        if not frozen or (rnd is not None and not rnd.done):
+            return False
+        for w in frozen:
+            w.frozen = False
+            if w.paused is not None:
+                self.push(self.now, "done", (w.rank, w.paused))
+                w.paused = None
+            else:
+                self.wake(w)
+        return True

@@ -64,7 +64,8 @@ class Losses:
             if not s._decodable():
                 return out + self.recode("workers died", now)
             if s.piecework is not None:
-                out += s._gives(s.piecework.hand_over(rnd, sorted(s.live), s.live))
+                s.piecework.forget(lost)
+                out += s._gives(s.piecework.hand_over(rnd, s.live, now))
         if s.splitter is not None and s.splitter.kind != "adaptive":
             out.append(s.place(s.splitter.schedule()))  # only adaptive has all data
         return out + s.ending.check()
@@ -89,12 +90,18 @@ class Losses:
                                    "(--iteration-timeout)"), *self.lose(ranks, event.now)]
         rnd = s.round
         if rnd is not None and not rnd.done:
-            owing = self.owing(rnd)  # none now: maybe after a hand-over, so look again
-            wake = WakeAt(min((rnd.deadline(w, timeout) for w in owing),
-                              default=event.now + timeout))
-            if wake not in out:  # a re-opened round asked for it already
+            wake = self.wake(rnd, event.now + timeout)  # owing none now: maybe after a
+            if wake not in out:  # hand-over, so look again; a re-opened round asked already
                 out.append(wake)
         return out
+
+    def wake(self, rnd: Round, at: float) -> WakeAt:
+        """The Tick to ask for: at ``at``, or before if a worker the open round waits on will
+        have been silent past --iteration-timeout by then."""
+        timeout = self.session.settings.iteration_timeout
+        if timeout is None:
+            return WakeAt(at)
+        return WakeAt(min([at, *(rnd.deadline(w, timeout) for w in self.owing(rnd))]))
 
     def owing(self, rnd: Round) -> set[int]:
         """The living workers the open round waits on: those that owe tasks, or under partial

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from ..codes import Code
 from ..codes.partial import Piece
+from .pace import Paces
 from .round import Round
 
 QUIET_ROUNDS = 2  # a worker silent this many rounds is left out of the next
@@ -66,6 +67,8 @@ class PieceWork:
         self.useful: dict[int, int] = {}  # worker -> the last round it sent a live result in
         self.late: frozenset[int] = frozenset()  # kept to one piece this round
         self.fresh: set[int] = set()  # the workers that sent a live result in this round
+        self.paces = Paces([p.stop - p.start for p in table.pieces])
+        self.first: dict[int, int] = {}  # worker -> the first piece of its list this round
 
     def holding(self, workers: set[int]) -> set[int]:
         """The blocks (partitions, or coded tasks) ``workers`` hold."""
@@ -100,7 +103,9 @@ class PieceWork:
         to the end of the shortest list that can take it, so nobody waits to be idle for them.
         A piece nobody of the round can take is left to the hand-over."""
         self.fresh = set()
+        self.paces.open(rnd.started)
         rnd.lists = {w: list(schedule[w]) for w in rnd.outstanding}
+        self.first = {w: tasks[0] for w, tasks in rnd.lists.items() if tasks}
         rnd.reported = dict.fromkeys(rnd.outstanding, 0)
         rnd.share = {t: w for w in range(self.code.n_workers) for t in schedule[w]}
         rnd.owner = {t: w if w in rnd.outstanding else -1  # -1: nobody's (quiet, dead)
@@ -126,37 +131,56 @@ class PieceWork:
                     rnd.owner[q], rnd.owner[t] = w, w if t == q else RELEASED
                     break
 
+    def decoded(self, rnd: Round, now: float) -> None:
+        """The round decoded at ``now``: each worker of it that had sent nothing of it had not
+        computed its first piece yet, one with pieces of its list still to send its next one
+        (``Paces.behind``)."""
+        paces = self.paces
+        rows = paces.rows
+        for w, first in self.first.items():
+            tasks, at = rnd.lists.get(w, []), rnd.reported.get(w, 0)
+            if w not in paces.done:
+                paces.behind(w, rows[first], now)
+            elif len(tasks) > at:
+                paces.behind(w, rows[tasks[at]], now)
+
+    def forget(self, lost: list[int]) -> None:
+        """``lost`` workers are gone: no pace of theirs counts any more."""
+        for w in lost:
+            self.first.pop(w, None)
+            self.paces.forget(w)
+
     def lagging(self, workers: set[int]) -> set[int]:
         """Those of ``workers`` that sent no live result in the last round opened."""
         return workers - self.fresh
 
-    def heard_from(self, worker: int, live: bool) -> None:
-        """A result from ``worker`` (``live``: of the open round)."""
+    def heard_from(self, worker: int, live: bool, tasks: list[int], now: float) -> None:
+        """A result of ``tasks`` from ``worker`` at ``now`` (``live``: of the open round)."""
         self.heard[worker] = self.rounds
         if live:
             self.useful[worker] = self.rounds
             self.fresh.add(worker)
+            self.paces.reported(worker, tasks, now)
 
-    def on_result(self, rnd: Round, worker: int, tasks: list[int],
-                  live: set[int]) -> tuple[list[Give], bool]:
-        """``worker`` reported ``tasks`` of the open round (not decoded yet): what it and the
-        others are given now, and whether a re-code is needed (every piece owed is in and the
-        living's blocks cannot decode the rest)."""
+    def on_result(self, rnd: Round, worker: int, tasks: list[int], live: set[int],
+                  now: float) -> tuple[list[Give], bool]:
+        """``worker`` reported ``tasks`` of the open round (not decoded yet) at ``now``: what
+        it and the others are given now (``hand_over``), and whether a re-code is needed
+        (every piece owed is in and the living's blocks cannot decode the rest)."""
         at, done = rnd.lists.get(worker, []), set(tasks)
-        reported = rnd.reported.get(worker, 0)
-        for i in range(len(at) - 1, reported - 1, -1):  # the furthest of them in its list
-            if at[i] in done:
-                reported = i + 1
-                break
-        rnd.reported[worker] = reported
+        reported, needs, owner = rnd.reported.get(worker, 0), rnd.decoder.needs, rnd.owner
+        while reported < len(at) and (at[reported] in done or not needs(at[reported])
+                                      or owner.get(at[reported]) != worker):
+            reported += 1  # its list's head is done (a piece of a list it had before, which
+        rnd.reported[worker] = reported  # is in this one too, may come first)
         rnd.told.discard(worker)
-        gives = self._spare(rnd, worker, tasks, live) + self.hand_over(rnd, [worker], live)
+        gives = self._spare(rnd, worker, tasks, live) + self.hand_over(rnd, live, now, worker)
         if (not gives and self.table.ranges is not None
                 and not any(self._owed(rnd, w) for w in rnd.sent & live)):
             if not self.could_finish(rnd, live):
                 return [], True
-            gives = self._cover(rnd, live)
-        return gives, False
+            gives = self._cover(rnd, live, now)
+        return merged(gives), False
 
     def _owed(self, rnd: Round, worker: int) -> list[int]:
         """The pieces ``worker`` owns, has not reported and nobody has sent yet, in its order."""
@@ -167,28 +191,17 @@ class PieceWork:
     def _spare(self, rnd: Round, worker: int, tasks: list[int], live: set[int]) -> list[Give]:
         """``worker`` sent pieces that another now owns (it computed them before it read that
         they were taken): each such owner, working down from the far end, is told its list
-        without them, so it does not compute them again; one that is left with nothing takes
-        over something else. Not one told a list it has not read yet."""
+        without them, so it does not compute them again (one left with nothing is idle, and
+        ``hand_over`` looks at it). Not one told a list it has not read yet."""
         owners = {rnd.owner.get(t, -1) for t in tasks} & live - rnd.told - {worker}
         gives: list[Give] = []
         for o in sorted(owners):
             pending = rnd.lists.get(o, [])[rnd.reported.get(o, 0):]
             left = self._owed(rnd, o)
             if len(left) != len(pending):
-                gives += self._retell(rnd, o, left, live)
+                rnd.lists[o], rnd.reported[o] = left, 0
+                gives.append(Give(o, tuple(left)))
         return gives
-
-    def _retell(self, rnd: Round, worker: int, left: list[int], live: set[int],
-                robber: int = -1) -> list[Give]:
-        """``worker``'s list is now ``left`` (what it still owns, in its order). Left with
-        nothing, it is idle: it takes something else over (not back from ``robber``, who has
-        just taken its last), if there is any, and that one message tells it both; else it is
-        told its list is empty."""
-        rnd.lists[worker], rnd.reported[worker] = left, 0
-        given = [] if left else self.hand_over(rnd, [worker], live, robber)
-        if any(g.worker == worker for g in given):
-            return given
-        return [Give(worker, tuple(left)), *given]
 
     def _stand_ins(self, rnd: Round, wanted: list[int], thief: int,
                    live: set[int]) -> list[tuple[int, int]]:
@@ -214,50 +227,111 @@ class PieceWork:
                     break
         return out
 
-    def hand_over(self, rnd: Round, idle: list[int], live: set[int],
-                  robber: int = -1) -> list[Give]:
-        """Each of ``idle`` that owes nothing more takes over the far half of the largest share
-        still owed among the blocks it holds (all of a dead worker's), so a slow holder and its
-        helper meet in the middle instead of repeating each other. The half is rounded up: the
-        last piece a slow holder owes (it may be computing it at a twentieth of the speed) goes
-        to the idle one too. The holder is told its shortened list, so it does not go on into
-        pieces now another's, but once until it reports again: a straggler that has not read
-        the last notice would only have more to read before its next STOP or ITERATE, and what
-        it computes past its share is dropped as a duplicate. A holder robbed of its last piece
-        is idle too, and takes over in turn (never back from ``robber``)."""
+    def hand_over(self, rnd: Round, live: set[int], now: float, first: int = -1) -> list[Give]:
+        """Each idle worker (``first`` first) takes over what is left of a share nobody
+        computes (a dead worker's) among the blocks it holds, else the far half, rounded up,
+        of the largest share still owed by a holder it may take from (``_tail``), so a slow
+        holder and its helper meet in the middle; one that may take from nobody waits, and
+        ``rnd.wake`` is when the first holder it could help will be overdue. The holder is
+        told its shortened list, but once until it reports again: a straggler that has not
+        read the last notice would only have more to read before its next STOP or ITERATE,
+        and what it computes past its share is dropped as a duplicate. A holder robbed of its
+        last piece is idle, and looks in turn. Every idle worker is looked at each time, so
+        none is left waiting on a holder with no wake (``unwatched``)."""
+        owed = {w: self._owed(rnd, w) for w in live}
+        queue = sorted((w for w in live if not owed[w]), key=lambda w: w != first)
         gives: list[Give] = []
-        needs = rnd.decoder.needs
-        for thief in idle:
-            if thief not in live or self._owed(rnd, thief):
-                continue
-            gone = set(rnd.owner.values()) - live - {RELEASED}  # owners computing nothing
-            unowned = sorted(t for t, w in rnd.owner.items()  # a share nobody computes
-                             if w in gone and needs(t)) if gone else []
-            covered = self._stand_ins(rnd, unowned, thief, live)
-            if thief not in rnd.sent:  # quiet (or no share): only what no worker of the round
-                others = rnd.sent & live  # can take
-                covered = [(t, q) for t, q in covered
-                           if not any(self._stand_ins(rnd, [t], o, live) for o in others)]
-            pairs, victim = covered, -1
-            if not pairs and thief in rnd.sent:
-                for other in sorted(live - {thief, robber}):
-                    owed = self._stand_ins(rnd, self._owed(rnd, other), thief, live)
-                    if len(owed) > len(pairs):
-                        pairs, victim = owed, other
-                pairs = pairs[len(pairs) // 2:][::-1]  # the far half, far end first
+        waits: dict[int, float | None] = {}  # idle, waiting: when to look again
+        unowned = self._unowned(rnd, live)
+        while queue:
+            thief = queue.pop(0)
+            pairs, victim, wake = self._choose(rnd, thief, owed, unowned, live, now)
             if not pairs:
+                waits[thief] = wake
                 continue
+            queue += sorted(waits)  # a new holder: those waiting look at it too
+            waits.clear()
             for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
                 rnd.owner[t] = thief if t == q else RELEASED
+            rnd.given[thief] = now
+            self.paces.resumed(thief, now)
             gives.append(self._give(rnd, thief, [q for _, q in pairs]))
-            if victim >= 0:
-                left = self._owed(rnd, victim)  # what is still its own, in its order
-                if victim in rnd.told:  # not told again until it reports
-                    rnd.lists[victim], rnd.reported[victim] = left, 0
-                else:
-                    rnd.told.add(victim)
-                    gives += self._retell(rnd, victim, left, live, robber=thief)
-        return gives
+            owed[thief] = self._owed(rnd, thief)
+            if victim < 0:
+                unowned = self._unowned(rnd, live)
+                continue
+            left = owed[victim] = self._owed(rnd, victim)  # what is still its own, in order
+            rnd.lists[victim], rnd.reported[victim] = left, 0
+            if victim not in rnd.told:  # not told again until it reports
+                rnd.told.add(victim)
+                gives.append(Give(victim, tuple(left)))
+            if not left:
+                rnd.robbers[victim] = thief
+                queue.append(victim)
+        rnd.wake = min((w for w in waits.values() if w is not None), default=None)
+        return merged(gives)
+
+    def _unowned(self, rnd: Round, live: set[int]) -> list[int]:
+        """The pieces still needed of shares nobody computes (their owners are dead)."""
+        needs = rnd.decoder.needs
+        gone = set(rnd.owner.values()) - live - {RELEASED}
+        return sorted(t for t, w in rnd.owner.items() if w in gone and needs(t)) if gone else []
+
+    def _choose(self, rnd: Round, thief: int, owed: dict[int, list[int]], unowned: list[int],
+                live: set[int], now: float) -> tuple[list[tuple[int, int]], int, float | None]:
+        """What idle ``thief`` takes over (pairs of piece and stand-in, far end first), from
+        whom (-1: of ``unowned``), and, if nothing, when to look again."""
+        covered = self._stand_ins(rnd, unowned, thief, live)
+        if thief not in rnd.sent:  # quiet (or no share): only what no worker of the round
+            others = rnd.sent & live  # can take
+            return [(t, q) for t, q in covered
+                    if not any(self._stand_ins(rnd, [t], o, live) for o in others)], -1, None
+        if covered:
+            return covered, -1, None
+        pairs: list[tuple[int, int]] = []
+        victim, wake = -1, None
+        for other in sorted(live - {thief}):
+            mine = self._stand_ins(rnd, owed[other], thief, live) if owed[other] else []
+            if len(mine) <= len(pairs):
+                continue
+            due = self._due(rnd, thief, other, owed[other], now)
+            if due <= now:
+                pairs, victim = mine, other
+            else:
+                wake = due if wake is None else min(wake, due)
+        return pairs[len(pairs) // 2:][::-1], victim, wake
+
+    def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:
+        """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once): a
+        holder slow by its pace is taken over from at once, unless ``thief`` is slow too or
+        was robbed by it; any other once it is overdue (``Paces.due``). One of no known pace
+        is taken over from at once, but by the worker it robbed only once it has had as long
+        as the round had taken when it robbed (so the two do not hand a piece to and fro)."""
+        paces = self.paces
+        robber = rnd.robbers.get(thief) == holder
+        if paces.slow(holder) and not robber and not paces.slow(thief):
+            return now
+        due = paces.due(holder, owed)
+        if due is not None:
+            return due
+        if not robber:
+            return now
+        given = rnd.given.get(holder, rnd.started)
+        return given + max(given - rnd.started, 1e-3)
+
+    def unwatched(self, rnd: Round, live: set[int], now: float) -> list[tuple[int, int]]:
+        """(idle worker, holder) for each holder of pieces an idle worker could take over that
+        nothing will make it look at again: due before ``rnd.wake`` (or with none). Empty
+        after every ``hand_over``; the model checks it after every event."""
+        owed = {w: self._owed(rnd, w) for w in live}
+        out = []
+        for thief in sorted(w for w in rnd.sent & live if not owed[w]):
+            for other in sorted(live - {thief}):
+                if owed[other] and self._stand_ins(rnd, owed[other], thief, live):
+                    due = self._due(rnd, thief, other, owed[other], now)
+                    if rnd.wake is None or rnd.wake > due:
+                        out.append((thief, other))
+        return out
 
     def _give(self, rnd: Round, worker: int, taken: list[int]) -> Give:
         """``taken`` becomes ``worker``'s list (and its pieces)."""
@@ -271,7 +345,7 @@ class PieceWork:
         self.last_sent[worker] = self.rounds
         return Give(worker, tuple(taken), fresh=True)
 
-    def _cover(self, rnd: Round, live: set[int]) -> list[Give]:
+    def _cover(self, rnd: Round, live: set[int], now: float) -> list[Give]:
         """Ranges of coded blocks, every piece owed is in and a range is still not decoded (a
         code that is not MDS, whose shares or stand-ins were not enough; or deaths): each
         worker of the round computes every piece of its blocks still needed that nobody has."""
@@ -281,5 +355,16 @@ class PieceWork:
             taken = [t for t in range(self.code.n_tasks) if pieces[t].key in holds[w]
                      and rnd.decoder.needs(t) and rnd.owner.get(t) not in live]
             if taken:
+                rnd.given[w] = now
                 gives.append(self._give(rnd, w, taken))
         return gives
+
+
+def merged(gives: list[Give]) -> list[Give]:
+    """One Give a worker, where its list changed twice in one step: the last list, in the
+    place of the first, an ITERATE if either was."""
+    out: dict[int, Give] = {}
+    for g in gives:
+        before = out.get(g.worker)
+        out[g.worker] = g if before is None else g._replace(fresh=before.fresh or g.fresh)
+    return list(out.values())

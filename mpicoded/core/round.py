@@ -31,6 +31,9 @@ class Round:
     told: set[int] = field(default_factory=set)  # told a shortened list, silent since
     sent: set[int] = field(default_factory=set)  # sent an ITERATE of this round
     share: dict[int, int] = field(default_factory=dict)  # piece -> the worker it was dealt to
+    given: dict[int, float] = field(default_factory=dict)  # worker -> when it last took over
+    robbers: dict[int, int] = field(default_factory=dict)  # worker -> who took its last piece
+    wake: float | None = None  # when a holder that idle workers wait on is overdue
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -83,9 +86,10 @@ class Round:
         return probe.ready
 
     def deadline(self, worker: int, timeout: float) -> float:
-        """When ``worker`` will have sent nothing for ``timeout``: since the round began, or
-        since its last result."""
-        return self.started + max(self.arrivals.get(worker, [0.0])) + timeout
+        """When ``worker`` will have sent nothing for ``timeout``: since the round began, its
+        last result, or the last pieces it took over (it may have waited idle for them)."""
+        return max(self.started + max(self.arrivals.get(worker, [0.0])),
+                   self.given.get(worker, 0.0)) + timeout
 
     def silent(self, now: float, timeout: float, owing: set[int]) -> list[int]:
         """Of ``owing``, those that have sent nothing for ``timeout``."""

@@ -126,7 +126,7 @@ class Session:
             Begin: self._begin, Started: self.stream.started, JobArrived: self.stream.arrived,
             ResultArrived: self._result, ProgressReported: self._progress,
             TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self.losses.lost,
-            WorkerFailed: self.ending.failed, Tick: self.losses.tick,
+            WorkerFailed: self.ending.failed, Tick: self._tick,
             StopAcknowledged: self.ending.acknowledged, LossComputed: self.stream.loss,
         }
 
@@ -136,7 +136,24 @@ class Session:
             handler = self._handlers[type(event)]
         except KeyError:
             raise TypeError(f"{event!r} is not an event of a Session") from None
-        return handler(event)
+        rnd = self.round
+        wake = None if rnd is None else rnd.wake
+        return self._watch(handler(event), rnd, wake, isinstance(event, Tick))
+
+    def _watch(self, out: list[Instruction], before: Round | None, wake: float | None,
+               ticked: bool) -> list[Instruction]:
+        """``out``, and a WakeAt if idle workers of the open round wait on a holder
+        (``rnd.wake``, ``PieceWork.hand_over``) and no Tick asked for will come by then: the
+        wake is new, the Tick asked for came, or a later WakeAt replaces it (the latest
+        replaces the others, so it asks for the earliest of all, timeouts included)."""
+        rnd = self.round
+        if rnd is None or rnd.done or rnd.wake is None:
+            return out
+        wakes = [i.at for i in out if isinstance(i, WakeAt)]
+        if (wakes and wakes[-1] <= rnd.wake) or not (
+                wakes or ticked or rnd is not before or rnd.wake != wake):
+            return out
+        return [*out, self.losses.wake(rnd, rnd.wake)]
 
     # ---- the code and its placement ----------------------------------------------------------
 
@@ -252,7 +269,7 @@ class Session:
         stale = (rnd is None or rnd.done or (event.job, event.iteration, event.epoch) != rnd.key
                  or worker not in self.live)
         if self.piecework is not None:
-            self.piecework.heard_from(worker, not stale)
+            self.piecework.heard_from(worker, not stale, event.tasks, event.now)
         if stale:
             return self._stale(len(event.tasks))
         assert rnd is not None
@@ -261,7 +278,8 @@ class Session:
         if rnd.take(worker, event.tasks, event.values, event.now, event.runs):
             return self._decoded(rnd, event.now)
         if self.piecework is not None:
-            gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live)
+            gives, recode = self.piecework.on_result(rnd, worker, event.tasks, self.live,
+                                                     event.now)
             if recode:
                 return self.losses.recode("every result is in and the code cannot decode them",
                                    event.now)
@@ -288,6 +306,8 @@ class Session:
         """The round decoded: purges held for the workers with work left, theta stepped, the
         load split told, and the stream goes on."""
         record, owing = rnd.close(now, self.decoding, self.settings.purge, self.stale_results)
+        if self.piecework is not None:
+            self.piecework.decoded(rnd, now)
         self.stale_results = 0
         self.totals["purged_tasks"] += record.purged_tasks
         self.totals["iterations"] += 1
@@ -304,6 +324,16 @@ class Session:
         out: list[Instruction] = [Decoded(rnd.job, rnd.iteration, rnd.epoch,
                                           frozenset(dec.used))]
         return out + self.stream.decoded(record, result, dec.missing_partitions, now)
+
+    def _tick(self, event: Tick) -> list[Instruction]:
+        """The clock: silent workers are lost (``Losses.tick``); idle workers that waited on
+        a holder look again once one is overdue."""
+        out = self.losses.tick(event)
+        rnd, work = self.round, self.piecework
+        if (rnd is not None and not rnd.done and work is not None and rnd.wake is not None
+                and event.now >= rnd.wake):
+            out += self._gives(work.hand_over(rnd, self.live, event.now))
+        return out
 
     def _progress(self, event: ProgressReported) -> list[Instruction]:
         worker = self.ranks.index(event.rank)

@@ -175,6 +175,18 @@ class Model:
             for i in self.session.handle(queue[0]):
                 self.perform(i, queue)
             queue.popleft()
+        self.watched()
+
+    def watched(self) -> None:
+        """No idle worker of the open round waits on a holder with nothing to make it look
+        again (``PieceWork.unwatched``)."""
+        s = self.session
+        rnd, work = s.round, s.piecework
+        if rnd is not None and not rnd.done and work is not None:
+            lost = work.unwatched(rnd, s.live, self.now)
+            assert not lost, f"idle workers wait on holders unwatched: {lost}; {s.describe()}"
+            assert rnd.wake is None or (self.wake_at is not None and self.wake_at <= rnd.wake), \
+                f"no Tick asked for by {rnd.wake} (asked: {self.wake_at})"
 
     def to_worker(self, rank: int, msg: Message) -> None:
         """A send to ``rank``, through the hold-back when theta is large."""
@@ -380,6 +392,7 @@ class Model:
             elif kind == "freeze":
                 self.workers[what].frozen = True
             elif kind == "tick" and what == self.wake_at:
+                self.wake_at = None
                 self.feed(ev.Tick(self.now))
         raise AssertionError(f"no end in {limit} events: {self.session.describe()}")
 

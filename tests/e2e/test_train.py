@@ -414,16 +414,16 @@ def test_a_frozen_worker_is_sent_only_the_newest_iteration(tmp_path):
     """PageRank of 900 nodes (x is 7.2 KB, past the eager limit: an ITERATE completes only once
     taken in) under spread s=2, rank 2 stopped (SIGSTOP) from outside once the first iteration
     is recorded and resumed 1.5 s later. Meanwhile the master keeps one ITERATE on the wire
-    for it and withholds the newer ones (their tasks counted, and traced as dropped); once
-    resumed it computes for the newest iterations again, and x is the serial power
-    iteration."""
+    for it and withholds the newer ones (their tasks, those not handed to others since,
+    counted and traced as dropped); once resumed it computes for the newest iterations again,
+    and x is the serial power iteration."""
     from mpicoded.jobs.pagerank import PageRank
 
-    metrics = tmp_path / "run.jsonl"
+    metrics, events = tmp_path / "run.jsonl", tmp_path / "events.jsonl"
     proc = start_mpi(7, ["-m", "mpicoded.train", "--job", "pagerank", "--nodes", "900",
                          "--code", "spread", "--stragglers", "2", "--chunk-rows", "15",
                          "--delay", "persistent", "--task-time", "0.01", "--slow-workers", "6",
-                         "--slow-factor", "1",
+                         "--slow-factor", "1", "--events", str(events),
                          "--iterations", "60", "--quiet", "--metrics", str(metrics)])
     try:
         pid = stop_once_running(proc, metrics, 2, 7, time.monotonic() + 120)
@@ -437,7 +437,10 @@ def test_a_frozen_worker_is_sent_only_the_newest_iteration(tmp_path):
     assert done.returncode == 0, done.output[-3000:]
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     run = rows[-1]
-    assert run["master_withheld_tasks"] > 0
+    held = [e for line in events.read_text().splitlines()[1:]
+            if (e := json.loads(line)["event"])["type"] == "Withheld"]
+    assert held and {e["rank"] for e in held} == {2}
+    assert run["master_withheld_tasks"] == sum(len(e["tasks"]) for e in held)
     job = PageRank(nodes=900)
     A, x = job.matrix(), job.start()
     for _ in range(60):

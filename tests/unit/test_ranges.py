@@ -268,8 +268,8 @@ def test_where_stand_ins_cannot_decode_every_worker_covers_what_is_still_needed(
     covers = []
     cover = pw._cover
 
-    def spy(rnd, live):
-        covers.append(cover(rnd, live))
+    def spy(rnd, live, now):
+        covers.append(cover(rnd, live, now))
         return covers[-1]
 
     pw._cover = spy

@@ -74,9 +74,9 @@ def test_a_jobs_shape_cuts_and_recodes_it_as_the_job_does(job, code):
 
 
 def test_a_field_added_since_a_log_was_written_must_hold_its_default():
-    """The golden logs predate Place's run_rows: replayed at its default (0) they match; a
-    session that would place runs (the settings line says so) does not match them."""
-    lines = (LOGS / "partial.jsonl").read_text().splitlines()
+    """The purge log predates Place's run_rows: replayed at its default (0) it matches; a
+    session that would place runs (the settings line says so) does not match it."""
+    lines = (LOGS / "purge.jsonl").read_text().splitlines()
     assert '"run_rows"' not in lines[1] and len(list(replay(lines))) == len(lines) - 1
     settings = json.loads(lines[0])
     settings["session"]["run_rows"] = 15

@@ -1,0 +1,103 @@
+"""Each worker's pace (pure): seconds a row, from the results it sent, so that partial work's
+hand-over can tell a slow holder from one a little behind (held back by its CPU quota for a
+while, say), which is not worth the messages and the rows computed twice of a hand-over."""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Sequence
+
+ROUNDS = 3  # a worker's pace is the slowest of its last rounds'
+SLOW = 4.0  # a holder this many times the workers' typical pace is slow
+SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue
+
+
+class Paces:
+    """Seconds a row for each worker: in a round, the time from its start (or from when it
+    last took pieces over, idle before) to a result over the rows reported since (or, for a
+    worker with pieces left when the round decoded, to then over those rows and its next
+    piece's); over rounds, the slowest of its last ROUNDS."""
+
+    def __init__(self, rows: Sequence[int]) -> None:
+        self.rows = rows  # each piece's rows
+        self.recent: dict[int, deque[float]] = {}  # worker -> its last rounds' paces
+        self.current: dict[int, float] = {}  # worker -> its pace in the open round
+        self.done: dict[int, int] = {}  # worker -> rows reported in the open round
+        self.last: dict[int, float] = {}  # worker -> its last result's time in the open round
+        self.begun: dict[int, tuple[float, int]] = {}  # worker -> (when, rows done) it resumed
+        self.started = 0.0
+        self.median: tuple[float | None] | None = None  # the typical pace, until one changes
+
+    def open(self, now: float) -> None:
+        """A new round, sent out at ``now``."""
+        for w, pace in self.current.items():
+            self.recent.setdefault(w, deque(maxlen=ROUNDS)).append(pace)
+        self.started = now
+        self.median = None
+        self.current.clear()
+        self.done.clear()
+        self.last.clear()
+        self.begun.clear()
+
+    def reported(self, worker: int, tasks: list[int], now: float) -> None:
+        """``worker`` sent ``tasks`` (pieces) of the open round at ``now``."""
+        rows = self.rows
+        done = self.done[worker] = self.done.get(worker, 0) + sum([rows[t] for t in tasks])
+        self.last[worker] = now
+        began, before = self.begun.get(worker, (self.started, 0))
+        if done > before and now > began:
+            self.current[worker] = (now - began) / (done - before)
+            self.median = None
+
+    def resumed(self, worker: int, now: float) -> None:
+        """``worker``, idle, took pieces over at ``now``: its pace is counted from then."""
+        self.begun[worker] = (now, self.done.get(worker, 0))
+
+    def forget(self, worker: int) -> None:
+        """``worker`` is lost: its pace no longer counts in the typical one."""
+        for paces in (self.recent, self.current, self.done, self.last, self.begun):
+            paces.pop(worker, None)
+        self.median = None
+
+    def behind(self, worker: int, rows: int, now: float) -> None:
+        """``worker`` had not sent ``rows`` more by ``now``, when the round decoded without
+        them: its pace is at least that slow (a straggler's results all come too late to be
+        measured)."""
+        began, before = self.begun.get(worker, (self.started, 0))
+        pace = (now - began) / (self.done.get(worker, 0) - before + rows)
+        if pace > self.current.get(worker, 0.0):
+            self.current[worker] = pace
+            self.median = None
+
+    def pace(self, worker: int) -> float | None:
+        """``worker``'s pace: the slowest of its last rounds' and this one's so far."""
+        paces = [*self.recent.get(worker, ()), *([self.current[worker]]
+                                                 if worker in self.current else [])]
+        return max(paces) if paces else None
+
+    def typical(self) -> float | None:
+        """The workers' median pace, each's latest."""
+        if self.median is None:
+            latest = {w: p[-1] for w, p in self.recent.items() if p} | self.current
+            self.median = (statistics.median(latest.values()) if latest else None,)
+        return self.median[0]
+
+    def slow(self, worker: int) -> bool:
+        """Whether ``worker`` is slow: SLOW times the typical pace, in one of its last rounds
+        or so far in this one."""
+        pace, typical = self.pace(worker), self.typical()
+        return pace is not None and typical is not None and pace > SLOW * typical
+
+    def due(self, worker: int, owed: list[int]) -> float | None:
+        """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
+        SLACK times past when it would be done, from its last result or the last time it took
+        pieces over, at its pace in this round (if it has sent a result in it) or in its last
+        rounds; None if it has never sent one."""
+        pace = self.current.get(worker) or self.pace(worker)
+        if pace is None:
+            return None
+        began = max(self.last.get(worker, self.started),
+                    self.begun.get(worker, (self.started, 0))[0])
+        alone = began + sum([self.rows[t] for t in owed]) * pace
+        return alone + SLACK * (alone - self.started)

@@ -89,12 +89,19 @@ class Paces:
         pace, typical = self.pace(worker), self.typical()
         return pace is not None and typical is not None and pace > SLOW * typical
 
+    def faster(self, worker: int, other: int) -> bool:
+        """Whether ``worker`` (of no known pace: the typical one) is at least twice as fast
+        as ``other``."""
+        pace, theirs = self.pace(worker) or self.typical(), self.pace(other)
+        return pace is not None and theirs is not None and 2 * pace <= theirs
+
     def due(self, worker: int, owed: list[int]) -> float | None:
         """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
         SLACK times past when it would be done, from its last result or the last time it took
         pieces over, at its pace in this round (if it has sent a result in it) or in its last
-        rounds; None if it has never sent one."""
-        pace = self.current.get(worker) or self.pace(worker)
+        rounds, or the workers' typical pace if it has never sent one; None if no pace is
+        known at all."""
+        pace = self.current.get(worker) or self.pace(worker) or self.typical()
         if pace is None:
             return None
         began = max(self.last.get(worker, self.started),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import NamedTuple
 
 from ..codes import Code
@@ -176,11 +177,17 @@ class PieceWork:
         rnd.told.discard(worker)
         gives = self._spare(rnd, worker, tasks, live) + self.hand_over(rnd, live, now, worker)
         if (not gives and self.table.ranges is not None
-                and not any(self._owed(rnd, w) for w in rnd.sent & live)):
+                and not any(self._owes(rnd, w) for w in rnd.sent & live)):
             if not self.could_finish(rnd, live):
                 return [], True
             gives = self._cover(rnd, live, now)
         return merged(gives), False
+
+    def _owes(self, rnd: Round, worker: int) -> bool:
+        """Whether ``_owed`` has anything (found sooner: mostly its list's next piece)."""
+        owner, needs = rnd.owner, rnd.decoder.needs
+        return any(owner.get(t) == worker and needs(t) for t in
+                   islice(rnd.lists.get(worker, ()), rnd.reported.get(worker, 0), None))
 
     def _owed(self, rnd: Round, worker: int) -> list[int]:
         """The pieces ``worker`` owns, has not reported and nobody has sent yet, in its order."""
@@ -230,7 +237,7 @@ class PieceWork:
     def hand_over(self, rnd: Round, live: set[int], now: float, first: int = -1) -> list[Give]:
         """Each idle worker (``first`` first) takes over what is left of a share nobody
         computes (a dead worker's) among the blocks it holds, else the far half, rounded up,
-        of the largest share still owed by a holder it may take from (``_tail``), so a slow
+        of the largest share still owed by a holder it may take from (``_choose``), so a slow
         holder and its helper meet in the middle; one that may take from nobody waits, and
         ``rnd.wake`` is when the first holder it could help will be overdue. The holder is
         told its shortened list, but once until it reports again: a straggler that has not
@@ -238,19 +245,27 @@ class PieceWork:
         and what it computes past its share is dropped as a duplicate. A holder robbed of its
         last piece is idle, and looks in turn. Every idle worker is looked at each time, so
         none is left waiting on a holder with no wake (``unwatched``)."""
+        queue = sorted((w for w in live if not self._owes(rnd, w)), key=lambda w: w != first)
+        rnd.wake = None
+        if not queue:
+            return []
         owed = {w: self._owed(rnd, w) for w in live}
-        queue = sorted((w for w in live if not owed[w]), key=lambda w: w != first)
         gives: list[Give] = []
         waits: dict[int, float | None] = {}  # idle, waiting: when to look again
+        took: set[int] = set()  # each takes over once a pass, so that a pass ends
         unowned = self._unowned(rnd, live)
         while queue:
             thief = queue.pop(0)
+            if thief in took:  # robbed after it took over: it looks again at the next Tick
+                waits[thief] = now
+                continue
             pairs, victim, wake = self._choose(rnd, thief, owed, unowned, live, now)
             if not pairs:
                 waits[thief] = wake
                 continue
             queue += sorted(waits)  # a new holder: those waiting look at it too
             waits.clear()
+            took.add(thief)
             for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
                 rnd.owner[t] = thief if t == q else RELEASED
             rnd.given[thief] = now
@@ -302,26 +317,25 @@ class PieceWork:
         return pairs[len(pairs) // 2:][::-1], victim, wake
 
     def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:
-        """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once): a
-        holder slow by its pace is taken over from at once, unless ``thief`` is slow too or
-        was robbed by it; any other once it is overdue (``Paces.due``). One of no known pace
-        is taken over from at once, but by the worker it robbed only once it has had as long
-        as the round had taken when it robbed (so the two do not hand a piece to and fro)."""
+        """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once). At
+        once from a holder slow by its pace, by a worker at least twice as fast, and from one
+        of no known pace yet (the first round), by a worker of known pace, not slow; neither
+        by the worker the holder robbed of its last piece. Any other once it is overdue
+        (``Paces.due``; at the typical pace, for one of no known pace). So pieces pass only
+        from slower to faster workers at once, and never go round."""
         paces = self.paces
-        robber = rnd.robbers.get(thief) == holder
-        if paces.slow(holder) and not robber and not paces.slow(thief):
+        if rnd.robbers.get(thief) != holder and (
+                (paces.slow(holder) and paces.faster(thief, holder))
+                or (paces.pace(holder) is None and paces.pace(thief) is not None
+                    and not paces.slow(thief))):
             return now
         due = paces.due(holder, owed)
-        if due is not None:
-            return due
-        if not robber:
-            return now
-        given = rnd.given.get(holder, rnd.started)
-        return given + max(given - rnd.started, 1e-3)
+        return now if due is None else due  # nothing known of any pace yet
 
     def unwatched(self, rnd: Round, live: set[int], now: float) -> list[tuple[int, int]]:
         """(idle worker, holder) for each holder of pieces an idle worker could take over that
-        nothing will make it look at again: due before ``rnd.wake`` (or with none). Empty
+        nothing will make it look at again: due before ``rnd.wake`` (or with none), where
+        that is later than ``now``. Empty
         after every ``hand_over``; the model checks it after every event."""
         owed = {w: self._owed(rnd, w) for w in live}
         out = []
@@ -329,7 +343,7 @@ class PieceWork:
             for other in sorted(live - {thief}):
                 if owed[other] and self._stand_ins(rnd, owed[other], thief, live):
                     due = self._due(rnd, thief, other, owed[other], now)
-                    if rnd.wake is None or rnd.wake > due:
+                    if rnd.wake is None or rnd.wake > max(due, now):
                         out.append((thief, other))
         return out
 

@@ -44,6 +44,23 @@ def test_a_piece_handed_to_nobody_is_found_as_a_hang(monkeypatch):
         model.run()
 
 
+def test_an_idle_worker_left_waiting_with_no_wake_is_found(monkeypatch):
+    """A hand-over that forgets when to look again: an idle worker waits on a holder only a
+    little behind with no Tick to come (the hang the linger tests met), and the model says
+    so at once, not when the run ends."""
+    hand_over = pieces.PieceWork.hand_over
+
+    def forgetful(self, rnd, live, now, first=-1):
+        gives = hand_over(self, rnd, live, now, first)
+        rnd.wake = None
+        return gives
+
+    monkeypatch.setattr(pieces.PieceWork, "hand_over", forgetful)
+    model = Model(make_code("gfrc", 8, stragglers=2), 0, fixed(()), iterations=8)
+    with pytest.raises(AssertionError, match="unwatched"):
+        model.run()
+
+
 def test_a_result_of_the_wrong_theta_is_found(monkeypatch):
     """A worker that computes from theta0 whatever it was sent: theta is not serial descent."""
     value = Model.value

@@ -8,16 +8,16 @@ import statistics
 from collections import deque
 from collections.abc import Sequence
 
-ROUNDS = 3  # a worker's pace is the slowest of its last rounds'
+ROUNDS = 3  # a worker's pace is the median of its last rounds'
 SLOW = 4.0  # a holder this many times the workers' typical pace is slow
 SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue
 
 
 class Paces:
-    """Seconds a row for each worker: in a round, the time from its start (or from when it
-    last took pieces over, idle before) to a result over the rows reported since (or, for a
+    """Seconds a row for each worker: in a round, the time from its start to a result, less
+    the time it waited idle before taking pieces over, over the rows reported (or, for a
     worker with pieces left when the round decoded, to then over those rows and its next
-    piece's); over rounds, the slowest of its last ROUNDS."""
+    piece's); over rounds, the median of its last ROUNDS, or this round's if slower."""
 
     def __init__(self, rows: Sequence[int]) -> None:
         self.rows = rows  # each piece's rows
@@ -25,7 +25,9 @@ class Paces:
         self.current: dict[int, float] = {}  # worker -> its pace in the open round
         self.done: dict[int, int] = {}  # worker -> rows reported in the open round
         self.last: dict[int, float] = {}  # worker -> its last result's time in the open round
-        self.begun: dict[int, tuple[float, int]] = {}  # worker -> (when, rows done) it resumed
+        self.begun: dict[int, tuple[float, int]] = {}  # worker -> (its start, less the time it
+        # waited idle, and the rows done by then: its pace counts from there)
+        self.back: dict[int, float] = {}  # worker -> when it last took pieces over
         self.started = 0.0
         self.median: tuple[float | None] | None = None  # the typical pace, until one changes
 
@@ -39,6 +41,7 @@ class Paces:
         self.done.clear()
         self.last.clear()
         self.begun.clear()
+        self.back.clear()
 
     def reported(self, worker: int, tasks: list[int], now: float) -> None:
         """``worker`` sent ``tasks`` (pieces) of the open round at ``now``."""
@@ -51,12 +54,16 @@ class Paces:
             self.median = None
 
     def resumed(self, worker: int, now: float) -> None:
-        """``worker``, idle, took pieces over at ``now``: its pace is counted from then."""
-        self.begun[worker] = (now, self.done.get(worker, 0))
+        """``worker``, idle since its last result (or since it last took pieces over), took
+        pieces over at ``now``: the time it waited does not count in its pace."""
+        began, before = self.begun.get(worker, (self.started, 0))
+        idle = now - max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
+        self.begun[worker] = (began + max(idle, 0.0), before)
+        self.back[worker] = now
 
     def forget(self, worker: int) -> None:
         """``worker`` is lost: its pace no longer counts in the typical one."""
-        for paces in (self.recent, self.current, self.done, self.last, self.begun):
+        for paces in (self.recent, self.current, self.done, self.last, self.begun, self.back):
             paces.pop(worker, None)
         self.median = None
 
@@ -71,9 +78,11 @@ class Paces:
             self.median = None
 
     def pace(self, worker: int) -> float | None:
-        """``worker``'s pace: the slowest of its last rounds' and this one's so far."""
-        paces = [*self.recent.get(worker, ()), *([self.current[worker]]
-                                                 if worker in self.current else [])]
+        """``worker``'s pace: the median of its last rounds', or this one's so far if slower
+        (a capped worker's pace comes in bursts: one slow round is not a slow worker)."""
+        recent, current = self.recent.get(worker), self.current.get(worker)
+        paces = [statistics.median(recent)] if recent else []
+        paces += [current] if current is not None else []
         return max(paces) if paces else None
 
     def typical(self) -> float | None:
@@ -104,7 +113,6 @@ class Paces:
         pace = self.current.get(worker) or self.pace(worker) or self.typical()
         if pace is None:
             return None
-        began = max(self.last.get(worker, self.started),
-                    self.begun.get(worker, (self.started, 0))[0])
+        began = max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
         alone = began + sum([self.rows[t] for t in owed]) * pace
         return alone + SLACK * (alone - self.started)

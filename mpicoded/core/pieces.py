@@ -134,16 +134,17 @@ class PieceWork:
 
     def decoded(self, rnd: Round, now: float) -> None:
         """The round decoded at ``now``: each worker of it that had sent nothing of it had not
-        computed its first piece yet, one with pieces of its list still to send its next one
-        (``Paces.behind``)."""
+        computed its first piece yet, one that still owned pieces of its list its next one
+        (``Paces.behind``); not one that was idle (its list's rest taken over: it waited)."""
         paces = self.paces
         rows = paces.rows
         for w, first in self.first.items():
             tasks, at = rnd.lists.get(w, []), rnd.reported.get(w, 0)
+            left = [t for t in tasks[at:] if rnd.owner.get(t) == w]
             if w not in paces.done:
                 paces.behind(w, rows[first], now)
-            elif len(tasks) > at:
-                paces.behind(w, rows[tasks[at]], now)
+            elif left:
+                paces.behind(w, rows[left[0]], now)
 
     def forget(self, lost: list[int]) -> None:
         """``lost`` workers are gone: no pace of theirs counts any more."""

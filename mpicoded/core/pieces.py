@@ -4,7 +4,8 @@ owed by a slow holder is handed to another.
 The code is one cut into pieces (``partial_code``: row ranges of partitions; ``range_code``: row
 ranges of coded blocks); ``PieceTable`` reads its piece table once, typed. Each worker starts on
 its primary share; one done with its share takes over the far half of the largest share still
-owed among the blocks it holds, so a slow holder and its helper meet in the middle. A worker
+owed among the blocks it holds by a holder slow or overdue by its pace (``pace.py``), so a slow
+holder and its helper meet in the middle, and otherwise waits for one to be overdue. A worker
 silent for QUIET_ROUNDS rounds is left out of the next one and its share dealt to the others from
 the start. Workers are code indices; a ``Give`` is an ASSIGN, or the round's ITERATE for a
 worker that has none yet.

@@ -53,12 +53,13 @@ class Paces:
             self.current[worker] = (now - began) / (done - before)
             self.median = None
 
-    def resumed(self, worker: int, now: float) -> None:
+    def resumed(self, worker: int, now: float, waited: bool = True) -> None:
         """``worker``, idle since its last result (or since it last took pieces over), took
-        pieces over at ``now``: the time it waited does not count in its pace."""
+        pieces over at ``now``: the time it ``waited`` does not count in its pace (one robbed
+        of its last piece since may have been computing it all along: that time counts)."""
         began, before = self.begun.get(worker, (self.started, 0))
         idle = now - max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
-        self.begun[worker] = (began + max(idle, 0.0), before)
+        self.begun[worker] = (began + max(idle, 0.0) * waited, before)
         self.back[worker] = now
 
     def forget(self, worker: int) -> None:

@@ -71,6 +71,7 @@ class PieceWork:
         self.fresh: set[int] = set()  # the workers that sent a live result in this round
         self.paces = Paces([p.stop - p.start for p in table.pieces])
         self.first: dict[int, int] = {}  # worker -> the first piece of its list this round
+        self.cut_short: set[int] = set()  # robbed of its last piece since its last result
 
     def holding(self, workers: set[int]) -> set[int]:
         """The blocks (partitions, or coded tasks) ``workers`` hold."""
@@ -105,6 +106,7 @@ class PieceWork:
         to the end of the shortest list that can take it, so nobody waits to be idle for them.
         A piece nobody of the round can take is left to the hand-over."""
         self.fresh = set()
+        self.cut_short = set()
         self.paces.open(rnd.started)
         rnd.lists = {w: list(schedule[w]) for w in rnd.outstanding}
         self.first = {w: tasks[0] for w, tasks in rnd.lists.items() if tasks}
@@ -160,6 +162,7 @@ class PieceWork:
     def heard_from(self, worker: int, live: bool, tasks: list[int], now: float) -> None:
         """A result of ``tasks`` from ``worker`` at ``now`` (``live``: of the open round)."""
         self.heard[worker] = self.rounds
+        self.cut_short.discard(worker)
         if live:
             self.useful[worker] = self.rounds
             self.fresh.add(worker)
@@ -271,7 +274,7 @@ class PieceWork:
             for t, q in pairs:  # a piece stood in for is nobody's, free to stand in itself
                 rnd.owner[t] = thief if t == q else RELEASED
             rnd.given[thief] = now
-            self.paces.resumed(thief, now)
+            self.paces.resumed(thief, now, waited=thief not in self.cut_short)
             gives.append(self._give(rnd, thief, [q for _, q in pairs]))
             owed[thief] = self._owed(rnd, thief)
             if victim < 0:
@@ -282,8 +285,9 @@ class PieceWork:
             if victim not in rnd.told:  # not told again until it reports
                 rnd.told.add(victim)
                 gives.append(Give(victim, tuple(left)))
-            if not left:
+            if not left:  # it may still be computing the piece taken
                 rnd.robbers[victim] = thief
+                self.cut_short.add(victim)
                 queue.append(victim)
         rnd.wake = min((w for w in waits.values() if w is not None), default=None)
         return merged(gives)
@@ -321,18 +325,23 @@ class PieceWork:
     def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:
         """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once). At
         once from a holder slow by its pace, by a worker at least twice as fast, and from one
-        of no known pace yet (the first round), by a worker of known pace, not slow; neither
-        by the worker the holder robbed of its last piece. Any other once it is overdue
-        (``Paces.due``; at the typical pace, for one of no known pace). So pieces pass only
-        from slower to faster workers at once, and never go round."""
+        of no known pace yet (the first round) that has not taken pieces over, by a worker of
+        known pace, not slow; neither by the worker the holder robbed of its last piece. Any
+        other once it is overdue (``Paces.due``; at the typical pace, for one of no known
+        pace; with no pace known at all, one that took pieces over has as long again as the
+        round had taken by then). So pieces pass at once only from slower to faster workers,
+        or from one that never took any, and never go round."""
         paces = self.paces
+        given = rnd.given.get(holder)
         if rnd.robbers.get(thief) != holder and (
                 (paces.slow(holder) and paces.faster(thief, holder))
-                or (paces.pace(holder) is None and paces.pace(thief) is not None
-                    and not paces.slow(thief))):
+                or (paces.pace(holder) is None and given is None
+                    and paces.pace(thief) is not None and not paces.slow(thief))):
             return now
         due = paces.due(holder, owed)
-        return now if due is None else due  # nothing known of any pace yet
+        if due is not None:
+            return due
+        return now if given is None else given + max(given - rnd.started, 1e-3)
 
     def unwatched(self, rnd: Round, live: set[int], now: float) -> list[tuple[int, int]]:
         """(idle worker, holder) for each holder of pieces an idle worker could take over that

@@ -194,3 +194,37 @@ def test_a_result_never_passes_over_pieces_still_owed():
     first = rnd.lists[0][-1]  # what it computed first, by the list it had before
     d.result(0, [first], vals[[first]], 0.5)
     assert work._owed(rnd, 0) == rnd.lists[0][:-1]
+
+
+def test_with_no_pace_known_a_piece_is_not_handed_to_and_fro():
+    """First round, frc s=2 (workers 0, 1 and 2 share partition 0): worker 2 does its share and
+    takes over what workers 0 and 1 owe (no pace of theirs is known) until it has nothing
+    more, then dies, the only worker with a pace. The piece worker 0 took from worker 1 is
+    not handed back and forth on every Tick (a review found it was): the one who took pieces
+    over keeps them as long again as the round had taken by then, so each Tick comes later
+    than the last, and the round still decodes."""
+    code = make_code("frc", 6, stragglers=2)
+    part = partial_code(code, [300] * code.n_partitions, 100)
+    vals = np.random.default_rng(2).standard_normal((part.n_tasks, 3))
+    d = Driver(part, work=Decodes(part))
+    d.open(0.0)
+    tasks, now = list(part.schedule[2]), 1.0
+    while tasks:
+        out = d.result(2, tasks, vals[tasks], now)
+        given = [a for a in of(out, ev.Assign) if a.rank == 3]
+        tasks, now = (list(given[-1].tasks) if given else []), now + 1.0
+    out = d.lose(2, now)
+    rnd = d.session.round
+    assert d.session.piecework.paces.typical() is None and rnd.wake is not None
+    at, gaps = now, []
+    for _ in range(3):  # neither reports: the piece changes hands ever more slowly
+        wake = of(out, ev.WakeAt)[-1].at
+        gaps.append(wake - at)
+        at = wake
+        out = d.handle(ev.Tick(at))
+        assert len(of(out, ev.Assign)) == 1
+    assert gaps[0] > 0 and gaps[1] >= gaps[0] and gaps[2] >= gaps[1]
+    for w in (0, 1, 3, 4, 5):  # each sends what it was first told: the round decodes
+        share = list(part.schedule[w])
+        out = d.result(w, share, vals[share], at + 1.0)
+    assert of(out, ev.Decoded)

@@ -26,6 +26,7 @@ from .round import Round
 QUIET_ROUNDS = 2  # a worker silent this many rounds is left out of the next
 LATE_ROUNDS = 2  # one of the round with no live result in this many keeps one piece
 RELEASED = -2  # ranges of coded blocks: the owner of a piece another stood in for
+AHEAD = 4  # a holder owing this many pieces is not far into them: its far half is not under way
 
 
 @dataclass(frozen=True)
@@ -324,17 +325,19 @@ class PieceWork:
 
     def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:
         """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once). At
-        once from a holder slow by its pace, by a worker at least twice as fast, and from one
-        of no known pace yet (the first round) that has not taken pieces over, by a worker of
-        known pace, not slow; neither by the worker the holder robbed of its last piece. Any
-        other once it is overdue (``Paces.due``; at the typical pace, for one of no known
-        pace; with no pace known at all, one that took pieces over has as long again as the
-        round had taken by then). So pieces pass at once only from slower to faster workers,
-        or from one that never took any, and never go round."""
+        once by a worker at least twice as fast from a holder slow by its pace, or owing
+        AHEAD pieces or more (its far half is not under way: a holder steadily two or three
+        times slow is never overdue by its own pace), and from one of no known pace yet (the
+        first round) that has not taken pieces over, by a worker of known pace, not slow;
+        neither by the worker the holder robbed of its last piece. Any other once it is
+        overdue (``Paces.due``; at the typical pace, for one of no known pace; with no pace
+        known at all, one that took pieces over has as long again as the round had taken by
+        then). So pieces pass at once only from slower to faster workers, or from one that
+        never took any, and never go round."""
         paces = self.paces
         given = rnd.given.get(holder)
         if rnd.robbers.get(thief) != holder and (
-                (paces.slow(holder) and paces.faster(thief, holder))
+                ((len(owed) >= AHEAD or paces.slow(holder)) and paces.faster(thief, holder))
                 or (paces.pace(holder) is None and given is None
                     and paces.pace(thief) is not None and not paces.slow(thief))):
             return now

@@ -12,6 +12,7 @@ from mpicoded.codes import make_code
 from mpicoded.codes.partial import partial_code
 from mpicoded.core import events as ev
 from mpicoded.core.pace import ROUNDS, SLACK, SLOW, Paces
+from mpicoded.core.pieces import AHEAD
 
 
 def test_a_pace_is_seconds_a_row_and_the_median_of_the_last_rounds():
@@ -119,21 +120,24 @@ def test_a_holder_a_little_behind_keeps_its_share_and_the_idle_one_waits():
     assert of(out, ev.Decoded)
 
 
-def silent(part, vals, d, iteration):
-    """Round ``iteration`` with worker 0 silent and the others done a second in: at the wake
-    worker 1 takes the far half of worker 0's share (not before: asked again), and so on to
-    the decode."""
+def silent(part, vals, d, iteration, slower=False):
+    """Round ``iteration`` with worker 0 silent and the others done a second in: worker 1
+    takes the far half of worker 0's share at once if worker 0 is ``slower`` (twice its
+    pace, owing AHEAD pieces or more), else at the wake (not before: asked again); and so on
+    to the decode."""
     at = d.session.round.started + 1.0
-    wakes = []
+    wakes, out = [], []
     for w in range(1, 6):
         share = list(part.schedule[w])
-        wakes += of(d.result(w, share, vals[share], at, iteration=iteration), ev.WakeAt)
-    at = wakes[-1].at  # the last asked for replaces the others
-    assert d.handle(ev.Tick(at - 1e-9)) == [ev.WakeAt(at)]  # not yet: asked again
-    out: list[ev.Instruction] = []
-    while not of(out, ev.Assign):
-        out = d.handle(ev.Tick(at))
-        at = max([at, *(w.at for w in of(out, ev.WakeAt))])
+        got = d.result(w, share, vals[share], at, iteration=iteration)
+        wakes += of(got, ev.WakeAt)
+        out = got if w == 1 else out
+    if not slower:
+        at = wakes[-1].at  # the last asked for replaces the others
+        assert d.handle(ev.Tick(at - 1e-9)) == [ev.WakeAt(at)]  # not yet: asked again
+        while not of(out, ev.Assign):
+            out = d.handle(ev.Tick(at))
+            at = max([at, *(w.at for w in of(out, ev.WakeAt))])
     owed = list(part.schedule[0])
     half = len(owed) // 2
     assert out == [ev.Assign(2, 0, iteration, 0, tuple(owed[half:][::-1])),
@@ -149,15 +153,17 @@ def silent(part, vals, d, iteration):
             out = d.handle(ev.Tick(at))
 
 
-def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_is_slow_after():
-    """Worker 0 silent in rounds 1 and 2: taken over from once overdue (``silent``). Slow in
-    one of its last rounds it is not slow (a capped worker's pace comes in bursts); in two of
-    three it is (the median). Silent two rounds, it is left out of round 3, its share dealt to
-    its partner from the start."""
+def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_at_once_when_slower():
+    """Worker 0 silent in rounds 1 and 2: taken over from once overdue in round 1; in round
+    2, twice as slow as worker 1 by its pace with its whole share owed, at once. Slow in one
+    of its last rounds it is not slow (a capped worker's pace comes in bursts); in two of
+    three it is (the median). Silent two rounds, it is left out of round 3, its share dealt
+    to its partner from the start."""
     part, vals, d = frc_after_a_round()
     silent(part, vals, d, 1)
     assert not d.session.piecework.paces.slow(0)
-    silent(part, vals, d, 2)
+    assert len(part.schedule[0]) >= AHEAD and d.session.piecework.paces.faster(1, 0)
+    silent(part, vals, d, 2, slower=True)
     assert d.session.piecework.paces.slow(0)
     rnd = d.session.round
     assert rnd.iteration == 3 and 0 not in rnd.sent

@@ -9,8 +9,8 @@ straggler at that fraction of one core. Patterns: none, one fixed rank, a moving
 different random worker every 0.4 s), two fixed, short random stalls. Per cell (the median of
 ``--repeats`` alternated rounds): the tax of the mean iteration and of the makespan (over uncoded
 with no straggler, three runs at least), each round's makespan tax, rows computed over rows in
-the data, messages an iteration and rank 0's CPU a result. The limit
-with a core per worker and one worker at fraction f of its speed is n / (n - 1 + f).
+the data, messages an iteration and rank 0's CPU a result, and, capped, the pattern's limit:
+n workers over their mean total speed (one at fraction f of its share: n / (n - 1 + f)).
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ STALL_PERIOD_S, STALL_PROBABILITY, STALL_SLOWDOWN, SPREAD = 0.2, 0.05, "10-40", 
 # on 20 workers at 0.05 of a core an iteration took 70 ms, and a straggler at 5% of that runs 1
 # ms every 400 ms (the kernel's shortest quota, 1 ms): its bursts set the pace, not its speed
 ROWS_A_WORKER = 40000
+LIMIT_SAMPLES = 2000  # times a pattern's limit averages its workers' speeds over
 # PageRank's nodes by default (9 million edges): with 120000 uncoded took 5.5 ms an iteration,
 # 0.2 s in all, so a straggler moving every 0.4 s never moved and a quota period of the
 # straggler (67 ms on 7 ranks) weighed as much as ten iterations; with 10^6, 72 ms and 2.4 s
@@ -121,6 +122,17 @@ def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule 
             "final_loss": run["final_loss"],
             "loss_curve": [(r["started_s"] + r["wall_s"] - its[0]["started_s"], r["loss"])
                            for r in its]}  # from the first iteration's start
+
+
+def limit(throttle: Schedule | None, cap: float, workers: int) -> float:
+    """What nothing exact beats under ``throttle`` (design.md): ``workers`` over their mean
+    total speed in shares of ``cap``, averaged over seeded times a stall period apart."""
+    if throttle is None:
+        return 1.0
+    times = (np.arange(LIMIT_SAMPLES) + 0.5) * STALL_PERIOD_S
+    total = np.mean([sum((throttle.at(t).get(r) or cap) / cap for r in range(1, workers + 1))
+                     for t in times])
+    return workers / float(total)
 
 
 def median_run(tries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -173,13 +185,17 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
                         measure(ranks, flags, common, throttle) for _ in range(runs_now))
         runs = {key: median_run(cell) for key, cell in tries.items()}
         base = runs["uncoded | none"]
+        limits = {p: limit(schedule(p, cap, args.small_fraction, ranks, args.seed), cap, n)
+                  if cap and not p.startswith("trace=") else None for p in patterns}
         rows = []
         for key, run in runs.items():
             run["iteration_tax"] = run["mean_iteration_s"] / base["mean_iteration_s"]
             run["makespan_tax"] = run["makespan_s"] / base["makespan_s"]
             spread_of = [t / base["makespan_s"] for t in run["makespans_s"]]
             name, pattern = key.split(" | ")
-            rows.append([name, pattern, f"{run['mean_iteration_s'] * 1e3:.1f}",
+            run["limit"] = limits[pattern]
+            rows.append([name, pattern, "-" if limits[pattern] is None else
+                         f"{limits[pattern]:.2f}", f"{run['mean_iteration_s'] * 1e3:.1f}",
                          f"{run['iteration_tax']:.2f}", f"{run['makespan_tax']:.2f}",
                          f"{min(spread_of):.2f}-{max(spread_of):.2f}",
                          "-" if run["rows_over_data"] is None else f"{run['rows_over_data']:.2f}",
@@ -194,7 +210,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
               f"{args.iterations} iterations, medians of {rounds} alternated round(s); uncoded "
               f"with no straggler {base['mean_iteration_s'] * 1e3:.1f} ms an iteration, "
               f"{base['makespan_s']:.2f} s")
-        print(table(["scheme", "pattern", "it (ms)", "it tax", "makespan tax", "runs' taxes",
+        print(table(["scheme", "pattern", "limit", "it (ms)", "it tax", "makespan tax", "runs' taxes",
                      "rows/data", "msgs/it", "master us/result"], rows))
         partial = [name for name in schemes if name.endswith("partial")]
         summary[setting] = {"best_partial_makespan_tax": {

@@ -124,7 +124,7 @@ def measure(ranks: int, flags: list[str], common: list[str], throttle: Schedule 
                            for r in its]}  # from the first iteration's start
 
 
-def limit(throttle: Schedule | None, cap: float, workers: int) -> float:
+def pattern_limit(throttle: Schedule | None, cap: float, workers: int) -> float:
     """What nothing exact beats under ``throttle`` (design.md): ``workers`` over their mean
     total speed in shares of ``cap``, averaged over seeded times a stall period apart."""
     if throttle is None:
@@ -185,7 +185,7 @@ def bench_straggler_tax(args: argparse.Namespace) -> dict[str, Any]:
                         measure(ranks, flags, common, throttle) for _ in range(runs_now))
         runs = {key: median_run(cell) for key, cell in tries.items()}
         base = runs["uncoded | none"]
-        limits = {p: limit(schedule(p, cap, args.small_fraction, ranks, args.seed), cap, n)
+        limits = {p: pattern_limit(schedule(p, cap, args.small_fraction, ranks, args.seed), cap, n)
                   if cap and not p.startswith("trace=") else None for p in patterns}
         rows = []
         for key, run in runs.items():

@@ -8,7 +8,7 @@ import statistics
 from collections import deque
 from collections.abc import Sequence
 
-ROUNDS = 3  # a worker's pace is the median of its last rounds'
+ROUNDS = 5  # a worker's pace is its time over its rows in its last rounds
 SLOW = 4.0  # a holder this many times the workers' typical pace is slow
 SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue
 
@@ -17,12 +17,17 @@ class Paces:
     """Seconds a row for each worker: in a round, the time from its start to a result, less
     the time it waited idle before taking pieces over, over the rows reported (or, for a
     worker with pieces left when the round decoded, to then over those rows and its next
-    piece's); over rounds, the median of its last ROUNDS, or this round's if slower."""
+    piece's); over rounds, its time over its rows in its last ROUNDS, or this round's pace if
+    slower. Time over rows, not a median of paces: a capped worker computes in bursts of its
+    quota (a rank at a third of the others' share may compute at full speed for two rounds
+    of three, then not at all), and one slow round weighs only its own time."""
 
     def __init__(self, rows: Sequence[int]) -> None:
         self.rows = rows  # each piece's rows
-        self.recent: dict[int, deque[float]] = {}  # worker -> its last rounds' paces
+        self.recent: dict[int, deque[tuple[float, int]]] = {}  # worker -> its last rounds'
+        # (seconds, rows)
         self.current: dict[int, float] = {}  # worker -> its pace in the open round
+        self.spent: dict[int, tuple[float, int]] = {}  # worker -> (seconds, rows) of it
         self.done: dict[int, int] = {}  # worker -> rows reported in the open round
         self.last: dict[int, float] = {}  # worker -> its last result's time in the open round
         self.begun: dict[int, tuple[float, int]] = {}  # worker -> (its start, less the time it
@@ -33,11 +38,12 @@ class Paces:
 
     def open(self, now: float) -> None:
         """A new round, sent out at ``now``."""
-        for w, pace in self.current.items():
-            self.recent.setdefault(w, deque(maxlen=ROUNDS)).append(pace)
+        for w, spent in self.spent.items():
+            self.recent.setdefault(w, deque(maxlen=ROUNDS)).append(spent)
         self.started = now
         self.median = None
         self.current.clear()
+        self.spent.clear()
         self.done.clear()
         self.last.clear()
         self.begun.clear()
@@ -50,8 +56,7 @@ class Paces:
         self.last[worker] = now
         began, before = self.begun.get(worker, (self.started, 0))
         if done > before and now > began:
-            self.current[worker] = (now - began) / (done - before)
-            self.median = None
+            self._count(worker, now - began, done - before)
 
     def resumed(self, worker: int, now: float, waited: bool = True) -> None:
         """``worker``, idle since its last result (or since it last took pieces over), took
@@ -64,7 +69,8 @@ class Paces:
 
     def forget(self, worker: int) -> None:
         """``worker`` is lost: its pace no longer counts in the typical one."""
-        for paces in (self.recent, self.current, self.done, self.last, self.begun, self.back):
+        for paces in (self.recent, self.current, self.spent, self.done, self.last, self.begun,
+                      self.back):
             paces.pop(worker, None)
         self.median = None
 
@@ -73,29 +79,33 @@ class Paces:
         them: its pace is at least that slow (a straggler's results all come too late to be
         measured)."""
         began, before = self.begun.get(worker, (self.started, 0))
-        pace = (now - began) / (self.done.get(worker, 0) - before + rows)
-        if pace > self.current.get(worker, 0.0):
-            self.current[worker] = pace
-            self.median = None
+        rows += self.done.get(worker, 0) - before
+        if (now - began) / rows > self.current.get(worker, 0.0):
+            self._count(worker, now - began, rows)
+
+    def _count(self, worker: int, seconds: float, rows: int) -> None:
+        """``worker``'s time and rows in the open round, so far."""
+        self.current[worker] = seconds / rows
+        self.spent[worker] = (seconds, rows)
+        self.median = None
 
     def pace(self, worker: int) -> float | None:
-        """``worker``'s pace: the median of its last rounds', or this one's so far if slower
-        (a capped worker's pace comes in bursts: one slow round is not a slow worker)."""
+        """``worker``'s pace: its time over its rows in its last rounds, or this one's so far
+        if slower."""
         recent, current = self.recent.get(worker), self.current.get(worker)
-        paces = [statistics.median(recent)] if recent else []
+        paces = [sum(s for s, _ in recent) / sum(r for _, r in recent)] if recent else []
         paces += [current] if current is not None else []
         return max(paces) if paces else None
 
     def typical(self) -> float | None:
         """The workers' median pace, each's latest."""
         if self.median is None:
-            latest = {w: p[-1] for w, p in self.recent.items() if p} | self.current
+            latest = {w: p[-1][0] / p[-1][1] for w, p in self.recent.items() if p} | self.current
             self.median = (statistics.median(latest.values()) if latest else None,)
         return self.median[0]
 
     def slow(self, worker: int) -> bool:
-        """Whether ``worker`` is slow: SLOW times the typical pace, in one of its last rounds
-        or so far in this one."""
+        """Whether ``worker`` is slow: its pace SLOW times the typical one."""
         pace, typical = self.pace(worker), self.typical()
         return pace is not None and typical is not None and pace > SLOW * typical
 
@@ -105,15 +115,34 @@ class Paces:
         pace, theirs = self.pace(worker) or self.typical(), self.pace(other)
         return pace is not None and theirs is not None and 2 * pace <= theirs
 
+    def sooner(self, worker: int, holder: int, owed: list[int], now: float) -> bool:
+        """Whether ``worker``, taking the far half of ``owed`` (``holder``'s pieces still to
+        come) at ``now``, would be done with it before ``holder`` with all of them, each at
+        its pace (the typical one, if it has none)."""
+        mine, theirs = self.pace(worker) or self.typical(), self._expected(holder)
+        if mine is None or theirs is None:
+            return False
+        rows = [self.rows[t] for t in owed]
+        return now + sum(rows[len(rows) // 2:]) * mine < self._began(holder) + sum(rows) * theirs
+
+    def _expected(self, worker: int) -> float | None:
+        """``worker``'s pace in this round if it sent a result in it, else in its last
+        rounds, else the typical pace."""
+        return self.current.get(worker) or self.pace(worker) or self.typical()
+
+    def _began(self, worker: int) -> float:
+        """When ``worker`` began what it still owes: its last result, or when it last took
+        pieces over."""
+        return max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
+
     def due(self, worker: int, owed: list[int]) -> float | None:
         """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
         SLACK times past when it would be done, from its last result or the last time it took
         pieces over, at its pace in this round (if it has sent a result in it) or in its last
         rounds, or the workers' typical pace if it has never sent one; None if no pace is
         known at all."""
-        pace = self.current.get(worker) or self.pace(worker) or self.typical()
+        pace = self._expected(worker)
         if pace is None:
             return None
-        began = max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
-        alone = began + sum([self.rows[t] for t in owed]) * pace
+        alone = self._began(worker) + sum([self.rows[t] for t in owed]) * pace
         return alone + SLACK * (alone - self.started)

@@ -3,12 +3,11 @@ owed by a slow holder is handed to another.
 
 The code is one cut into pieces (``partial_code``: row ranges of partitions; ``range_code``: row
 ranges of coded blocks); ``PieceTable`` reads its piece table once, typed. Each worker starts on
-its primary share; one done with its share takes over the far half of the largest share still
-owed among the blocks it holds by a holder slow or overdue by its pace (``pace.py``), so a slow
-holder and its helper meet in the middle, and otherwise waits for one to be overdue. A worker
-silent for QUIET_ROUNDS rounds is left out of the next one and its share dealt to the others from
-the start. Workers are code indices; a ``Give`` is an ASSIGN, or the round's ITERATE for a
-worker that has none yet.
+its primary share; one done with it takes over the far half of the largest share still owed
+among the blocks it holds, at once from a holder its pace (``pace.py``) says is far behind, else
+once one is overdue, so a slow holder and its helper meet in the middle. A worker silent for
+QUIET_ROUNDS rounds is left out of the next. Workers are code indices; a ``Give`` is an ASSIGN,
+or the round's ITERATE for a worker that has none yet.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from .round import Round
 QUIET_ROUNDS = 2  # a worker silent this many rounds is left out of the next
 LATE_ROUNDS = 2  # one of the round with no live result in this many keeps one piece
 RELEASED = -2  # ranges of coded blocks: the owner of a piece another stood in for
-AHEAD = 4  # a holder owing this many pieces is not far into them: its far half is not under way
+AHEAD = 4  # a helper owing this many pieces is not far into them: its far half is not under way
 
 
 @dataclass(frozen=True)
@@ -325,19 +324,22 @@ class PieceWork:
 
     def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:
         """When idle ``thief`` may take over from ``holder`` (``now`` or before: at once). At
-        once by a worker at least twice as fast from a holder slow by its pace, or owing
-        AHEAD pieces or more (its far half is not under way: a holder steadily two or three
-        times slow is never overdue by its own pace), and from one of no known pace yet (the
-        first round) that has not taken pieces over, by a worker of known pace, not slow;
-        neither by the worker the holder robbed of its last piece. Any other once it is
-        overdue (``Paces.due``; at the typical pace, for one of no known pace; with no pace
-        known at all, one that took pieces over has as long again as the round had taken by
-        then). So pieces pass at once only from slower to faster workers, or from one that
-        never took any, and never go round."""
+        once by a worker twice as fast by their paces, whatever the holder owes (one steadily
+        three times slow is never overdue by its own pace, and a capped one's last piece
+        waits out its quota); by one done with the far half sooner than the holder with all,
+        from a holder that took pieces over and owes AHEAD (a straggler's helpers are helped
+        in turn); from one of no known pace (the first round) that took none, by a worker of
+        known pace, not slow; never by the worker the holder robbed of its last piece. Any
+        other once overdue (``Paces.due``; with no pace known, one that took pieces over has
+        as long again as the round had taken by then). Pieces pass at once only to a worker
+        twice as fast, from a helper left with half of AHEAD (a thief computes what it took
+        before it takes again) or from one that took none, so they never go round."""
         paces = self.paces
         given = rnd.given.get(holder)
         if rnd.robbers.get(thief) != holder and (
-                ((len(owed) >= AHEAD or paces.slow(holder)) and paces.faster(thief, holder))
+                paces.faster(thief, holder)
+                or (given is not None and len(owed) >= AHEAD
+                    and paces.sooner(thief, holder, owed, now))
                 or (paces.pace(holder) is None and given is None
                     and paces.pace(thief) is not None and not paces.slow(thief))):
             return now

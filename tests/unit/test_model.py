@@ -96,7 +96,7 @@ def test_a_worker_assigned_pieces_before_it_began_runs_them(monkeypatch):
         return tasks
 
     monkeypatch.setattr(Inbox, "take_ahead", spy)
-    model = Model(make_code("gfrc", 20, stragglers=2), 0, fixed((2,), 200.0), iterations=25)
+    model = Model(make_code("gfrc", 20, stragglers=2), 2, fixed((2,), 20.0), iterations=25)
     outcome = model.run()
     assert any(taken) and len(outcome.records) == 25
     np.testing.assert_allclose(outcome.theta, model.work.serial(25), rtol=1e-9)

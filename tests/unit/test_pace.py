@@ -15,7 +15,7 @@ from mpicoded.core.pace import ROUNDS, SLACK, SLOW, Paces
 from mpicoded.core.pieces import AHEAD
 
 
-def test_a_pace_is_seconds_a_row_and_the_median_of_the_last_rounds():
+def test_a_pace_is_seconds_a_row_over_the_last_rounds():
     paces = Paces([100, 100, 50])
     paces.open(10.0)
     assert paces.pace(0) is None and paces.typical() is None and paces.due(0, [0]) is None
@@ -26,10 +26,10 @@ def test_a_pace_is_seconds_a_row_and_the_median_of_the_last_rounds():
     assert paces.pace(0) == pytest.approx(0.012)
     assert paces.due(0, [0]) == pytest.approx(13.0 + 1.2 + SLACK * (13.0 + 1.2 - 10.0))
     paces.open(20.0)
-    paces.reported(0, [0], 20.5)  # faster now: its pace is its last rounds' median
+    paces.reported(0, [0], 20.5)  # faster now: its pace is its last rounds'
     assert paces.pace(0) == pytest.approx(0.012) and paces.current[0] == pytest.approx(0.005)
     paces.open(30.0)
-    paces.reported(0, [0], 31.5)  # slower this round than its median: this round's
+    paces.reported(0, [0], 31.5)  # slower this round than over its last ones: this round's
     assert paces.pace(0) == pytest.approx(0.015)
     for start in range(ROUNDS):  # rounds it sent in: the slow ones are outvoted, forgotten
         paces.open(40.0 + start)
@@ -37,6 +37,27 @@ def test_a_pace_is_seconds_a_row_and_the_median_of_the_last_rounds():
     paces.open(50.0)
     assert paces.pace(0) == pytest.approx(0.005)
     assert paces.pace(1) == pytest.approx(0.01)  # one with no result since keeps its own
+
+
+def test_a_worker_fast_in_bursts_is_as_slow_as_its_time_over_its_rows():
+    """A capped rank at a third of the others' share: full speed in two rounds of three, then
+    held back by its quota through a round; the median of its paces says it is fast, its time
+    over its rows that it is twice as slow, and that is its pace. One round four times as
+    slow in five does not make a worker twice as slow."""
+    paces = Paces([100] * 4)
+    for start, took in enumerate([1.0, 1.0, 10.0, 1.0, 1.0]):  # 4 pieces a round
+        paces.open(10.0 * start)
+        paces.reported(0, [0, 1, 2, 3], 10.0 * start + took)
+        paces.reported(1, [0, 1, 2, 3], 10.0 * start + 1.0)
+    paces.open(60.0)
+    assert paces.pace(0) == pytest.approx(14.0 / 2000) and paces.pace(1) == pytest.approx(0.0025)
+    assert paces.faster(1, 0)
+    steady = Paces([100] * 4)
+    for start, took in enumerate([1.0, 1.0, 4.0, 1.0, 1.0]):
+        steady.open(10.0 * start)
+        steady.reported(0, [0, 1, 2, 3], 10.0 * start + took)
+    steady.open(50.0)
+    assert steady.pace(0) == pytest.approx(8.0 / 2000) and steady.pace(0) < 2 * 0.0025
 
 
 def test_a_worker_behind_at_the_decode_is_at_least_that_slow_and_may_be_slow():
@@ -63,6 +84,20 @@ def test_only_a_worker_twice_as_fast_takes_at_once_from_a_slow_one():
     paces.behind(2, 100, 2.5)  # worker 2 at 2.5: slower, not twice
     assert paces.faster(0, 3) and paces.faster(4, 3) and not paces.faster(3, 0)
     assert paces.faster(2, 3) and not paces.faster(0, 2) and not paces.faster(3, 3)
+
+
+def test_a_worker_is_sooner_with_the_far_half_only_if_done_before_the_holder_with_all():
+    paces = Paces([100] * 8)
+    paces.open(0.0)
+    paces.reported(0, [0], 1.0)  # 0.01 s a row
+    paces.reported(2, [7], 1.0)
+    paces.reported(1, [1], 2.0)  # 0.02 s a row
+    owed = [2, 3, 4, 5]
+    assert paces.sooner(0, 1, owed, 2.0)  # 2 + 200 * 0.01 = 4 against 2 + 400 * 0.02 = 10
+    assert not paces.sooner(1, 0, owed, 2.0)  # 2 + 200 * 0.02 = 6 against 1 + 4 = 5
+    assert paces.sooner(0, 2, owed, 1.5)  # as fast, the holder not far in: 3.5 against 5
+    assert not paces.sooner(0, 2, owed, 4.5)  # the holder nearly done: 6.5 against 5
+    assert not Paces([100]).sooner(0, 1, [0], 0.0)  # no pace known at all
 
 
 def play(d, vals, lists, now, iteration):
@@ -113,31 +148,69 @@ def test_a_holder_a_little_behind_keeps_its_share_and_the_idle_one_waits():
     out = d.result(1, share, vals[share], 2.0, iteration=1)
     assert len(out) == 1 and isinstance(out[0], ev.WakeAt) and out[0].at > 2.0
     assert waiting(d) == {1}
-    for w in (2, 3, 4, 5, 0):
+    for w in (3, 2, 5, 4, 0):  # each partner of a slower holder (3, 5) once that is done
         share = list(part.schedule[w])
         out = d.result(w, share, vals[share], 2.1, iteration=1)
         assert not of(out, ev.Assign)
     assert of(out, ev.Decoded)
 
 
-def silent(part, vals, d, iteration, slower=False):
-    """Round ``iteration`` with worker 0 silent and the others done a second in: worker 1
-    takes the far half of worker 0's share at once if worker 0 is ``slower`` (twice its
-    pace, owing AHEAD pieces or more), else at the wake (not before: asked again); and so on
-    to the decode."""
+def test_a_holder_twice_as_slow_is_taken_from_at_once_whatever_it_owes():
+    """Round 1: worker 3 (at three times worker 2's pace in round 0, not slow) owes its whole
+    share when worker 2 is done: worker 2 takes the far half at once, and once done with it,
+    the far half of what worker 3 still owes, its last piece but one (not told again: it has
+    not reported since)."""
+    part, vals, d = frc_after_a_round()
+    paces = d.session.piecework.paces
+    assert paces.pace(3) == pytest.approx(3 * paces.pace(2)) and not paces.slow(3)
+    share, owed = list(part.schedule[2]), list(part.schedule[3])
+    out = d.result(2, share, vals[share], 1.5, iteration=1)
+    assert out == [ev.Assign(3, 0, 1, 0, (owed[3], owed[2])), ev.Assign(4, 0, 1, 0, tuple(owed[:2]))]
+    out = d.result(2, [owed[3], owed[2]], vals[[owed[3], owed[2]]], 1.6, iteration=1)
+    assert out == [ev.Assign(3, 0, 1, 0, (owed[1],))]
+
+
+def test_a_helper_owing_much_is_helped_in_turn_by_a_worker_done_sooner():
+    """Partial frc s=2 (workers 0, 1, 2 hold the same partitions), 16 pieces a share, paces
+    equal after three rounds. Round 3: worker 0 sends 4 pieces at three times the pace; worker
+    1, done, takes the far half of its 12 (twice as fast). Worker 0 sends 3 more: worker 2,
+    done, takes at once from worker 1, which owes more, though not twice as slow: it took
+    pieces over and owes AHEAD, and worker 2 would be done with the far half sooner than
+    worker 1 with all."""
+    code = make_code("frc", 6, stragglers=2)
+    part = partial_code(code, [800] * code.n_partitions, 50)
+    vals = np.random.default_rng(0).standard_normal((part.n_tasks, 3))
+    d = Driver(part, work=Decodes(part))
+    d.open(0.0)
+    for iteration in range(3):
+        play(d, vals, {w: list(part.schedule[w]) for w in range(6)}, iteration + 1.0, iteration)
+    own = {w: list(part.schedule[w]) for w in range(3)}
+    assert not d.result(0, own[0][:4], vals[own[0][:4]], 3.75, iteration=3)
+    out = d.result(1, own[1], vals[own[1]], 4.0, iteration=3)
+    taken = own[0][10:][::-1]
+    assert len(taken) >= AHEAD
+    assert out == [ev.Assign(2, 0, 3, 0, tuple(taken)), ev.Assign(1, 0, 3, 0, tuple(own[0][4:10]))]
+    assert not d.result(0, own[0][4:7], vals[own[0][4:7]], 4.1, iteration=3)
+    out = d.result(2, own[2], vals[own[2]], 4.1, iteration=3)
+    assert out == [ev.Assign(3, 0, 3, 0, tuple(taken[3:][::-1])),
+                   ev.Assign(2, 0, 3, 0, tuple(taken[:3]))]
+
+
+def silent(part, vals, d, iteration):
+    """Round ``iteration`` with worker 0 silent and the others done a second in: at the wake
+    worker 1 takes the far half of worker 0's share (not before: asked again), and so on to
+    the decode."""
     at = d.session.round.started + 1.0
-    wakes, out = [], []
+    wakes = []
     for w in range(1, 6):
         share = list(part.schedule[w])
-        got = d.result(w, share, vals[share], at, iteration=iteration)
-        wakes += of(got, ev.WakeAt)
-        out = got if w == 1 else out
-    if not slower:
-        at = wakes[-1].at  # the last asked for replaces the others
-        assert d.handle(ev.Tick(at - 1e-9)) == [ev.WakeAt(at)]  # not yet: asked again
-        while not of(out, ev.Assign):
-            out = d.handle(ev.Tick(at))
-            at = max([at, *(w.at for w in of(out, ev.WakeAt))])
+        wakes += of(d.result(w, share, vals[share], at, iteration=iteration), ev.WakeAt)
+    at = wakes[-1].at  # the last asked for replaces the others
+    assert d.handle(ev.Tick(at - 1e-9)) == [ev.WakeAt(at)]  # not yet: asked again
+    out: list[ev.Instruction] = []
+    while not of(out, ev.Assign):
+        out = d.handle(ev.Tick(at))
+        at = max([at, *(w.at for w in of(out, ev.WakeAt))])
     owed = list(part.schedule[0])
     half = len(owed) // 2
     assert out == [ev.Assign(2, 0, iteration, 0, tuple(owed[half:][::-1])),
@@ -153,18 +226,17 @@ def silent(part, vals, d, iteration, slower=False):
             out = d.handle(ev.Tick(at))
 
 
-def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_at_once_when_slower():
-    """Worker 0 silent in rounds 1 and 2: taken over from once overdue in round 1; in round
-    2, twice as slow as worker 1 by its pace with its whole share owed, at once. Slow in one
-    of its last rounds it is not slow (a capped worker's pace comes in bursts); in two of
-    three it is (the median). Silent two rounds, it is left out of round 3, its share dealt
-    to its partner from the start."""
+def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_slower_after():
+    """Worker 0 silent in rounds 1 and 2: taken over from once overdue (``silent``). After one
+    slow round it is not twice as slow as its partner (its time over its rows counts round 0);
+    after two it is (not slow: four times the typical). Silent two rounds, it is left out of
+    round 3, its share dealt to its partner from the start."""
     part, vals, d = frc_after_a_round()
+    paces = d.session.piecework.paces
     silent(part, vals, d, 1)
-    assert not d.session.piecework.paces.slow(0)
-    assert len(part.schedule[0]) >= AHEAD and d.session.piecework.paces.faster(1, 0)
-    silent(part, vals, d, 2, slower=True)
-    assert d.session.piecework.paces.slow(0)
+    assert not paces.faster(1, 0)
+    silent(part, vals, d, 2)
+    assert paces.faster(1, 0) and not paces.slow(0)
     rnd = d.session.round
     assert rnd.iteration == 3 and 0 not in rnd.sent
     assert rnd.lists[1] == [*part.schedule[1], *part.schedule[0]]

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mpicoded.bench.tax import STALL_PROBABILITY, limit, median_run, schedule
+from mpicoded.bench.tax import STALL_PROBABILITY, median_run, pattern_limit, schedule
 
 
 def run(makespan: float, iteration: float, rows: float) -> dict[str, float]:
@@ -31,12 +31,12 @@ def test_an_even_count_takes_the_lower_middle_and_one_run_is_itself():
     ("none", 0.05, 1.0), ("fixed", 0.05, 6 / 5.05), ("moving", 0.05, 6 / 5.05),
     ("two fixed", 0.05, 6 / 4.1), ("fixed", 1 / 3, 6 / (5 + 1 / 3))])
 def test_a_pattern_s_limit_is_the_workers_over_their_total_speed(pattern, fraction, expected):
-    assert limit(schedule(pattern, 0.3, fraction, 7), 0.3, 6) == pytest.approx(expected)
+    assert pattern_limit(schedule(pattern, 0.3, fraction, 7), 0.3, 6) == pytest.approx(expected)
 
 
 def test_the_stalls_limit_counts_the_spread_and_the_stalls():
     """Each worker at 1/1.1-1/1.5 of the cap, 5% of the time 10-40x slower than that."""
-    spread = limit(schedule("stalls", 0.3, 0.05, 7), 0.3, 6)
+    spread = pattern_limit(schedule("stalls", 0.3, 0.05, 7), 0.3, 6)
     stall = 1 - STALL_PROBABILITY * (1 - math.log(4) / 30)  # E[1/s], s uniform on 10-40
     assert 1 / (1 / 1.1 * stall) < spread < 1 / (1 / 1.5 * stall)
     shares = [schedule("stalls", 0.3, 0.05, 7).base[r] for r in range(1, 7)]

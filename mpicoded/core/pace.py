@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Sequence
 
 ROUNDS = 5  # a worker's pace is its time over its rows in its last rounds
-SLOW = 4.0  # a holder this many times the workers' typical pace is slow
+SLOW = 4.0  # a worker this many times the workers' typical pace is slow
 SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue
 
 

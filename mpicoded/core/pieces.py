@@ -4,7 +4,7 @@ owed by a slow holder is handed to another.
 The code is one cut into pieces (``partial_code``: row ranges of partitions; ``range_code``: row
 ranges of coded blocks); ``PieceTable`` reads its piece table once, typed. Each worker starts on
 its primary share; one done with it takes over the far half of the largest share still owed
-among the blocks it holds, at once from a holder its pace (``pace.py``) says is far behind, else
+among the blocks it holds, at once from a holder twice as slow by its pace (``pace.py``), else
 once one is overdue, so a slow holder and its helper meet in the middle. A worker silent for
 QUIET_ROUNDS rounds is left out of the next. Workers are code indices; a ``Give`` is an ASSIGN,
 or the round's ITERATE for a worker that has none yet.
@@ -332,8 +332,8 @@ class PieceWork:
         known pace, not slow; never by the worker the holder robbed of its last piece. Any
         other once overdue (``Paces.due``; with no pace known, one that took pieces over has
         as long again as the round had taken by then). Pieces pass at once only to a worker
-        twice as fast, from a helper left with half of AHEAD (a thief computes what it took
-        before it takes again) or from one that took none, so they never go round."""
+        twice as fast, from a helper left with half of AHEAD or more (each such take uses up an
+        idle worker) or from one that took none, so they never go round."""
         paces = self.paces
         given = rnd.given.get(holder)
         if rnd.robbers.get(thief) != holder and (

@@ -31,7 +31,7 @@ def test_a_pace_is_seconds_a_row_over_the_last_rounds():
     paces.open(30.0)
     paces.reported(0, [0], 31.5)  # slower this round than over its last ones: this round's
     assert paces.pace(0) == pytest.approx(0.015)
-    for start in range(ROUNDS):  # rounds it sent in: the slow ones are outvoted, forgotten
+    for start in range(ROUNDS):  # rounds it sent in: the slow ones leave its last ROUNDS
         paces.open(40.0 + start)
         paces.reported(0, [0], 40.5 + start)
     paces.open(50.0)

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 ROUNDS = 5  # a worker's pace is its time over its rows in its last rounds
 SLOW = 4.0  # a worker this many times the workers' typical pace is slow
-SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue
+SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue, or
+# as far as the workers' typical longest silence, if shorter
 
 
 class Paces:
@@ -20,19 +21,23 @@ class Paces:
     piece's); over rounds, its time over its rows in its last ROUNDS, or this round's pace if
     slower. Time over rows, not a median of paces: a capped worker computes in bursts of its
     quota (a rank at a third of the others' share may compute at full speed for two rounds
-    of three, then not at all), and one slow round weighs only its own time."""
+    of three, then not at all), and one slow round weighs only its own time. A worker's
+    longest silence in a round (between two results, or from its start) is how late a
+    worker on time may be: the median worker's, the longest in the last ROUNDS."""
 
     def __init__(self, rows: Sequence[int]) -> None:
         self.rows = rows  # each piece's rows
         self.recent: dict[int, deque[tuple[float, int]]] = {}  # worker -> its last rounds'
         # (seconds, rows)
-        self.current: dict[int, float] = {}  # worker -> its pace in the open round
-        self.spent: dict[int, tuple[float, int]] = {}  # worker -> (seconds, rows) of it
+        self.spent: dict[int, tuple[float, int]] = {}  # worker -> (seconds, rows) in the open
+        # round
         self.done: dict[int, int] = {}  # worker -> rows reported in the open round
         self.last: dict[int, float] = {}  # worker -> its last result's time in the open round
         self.begun: dict[int, tuple[float, int]] = {}  # worker -> (its start, less the time it
         # waited idle, and the rows done by then: its pace counts from there)
         self.back: dict[int, float] = {}  # worker -> when it last took pieces over
+        self.quiet: dict[int, float] = {}  # worker -> its longest silence in the open round
+        self.silences: deque[float] = deque(maxlen=ROUNDS)  # the median one, last rounds
         self.started = 0.0
         self.median: tuple[float | None] | None = None  # the typical pace, until one changes
 
@@ -40,19 +45,22 @@ class Paces:
         """A new round, sent out at ``now``."""
         for w, spent in self.spent.items():
             self.recent.setdefault(w, deque(maxlen=ROUNDS)).append(spent)
+        if self.quiet:
+            self.silences.append(statistics.median(self.quiet.values()))
         self.started = now
         self.median = None
-        self.current.clear()
         self.spent.clear()
         self.done.clear()
         self.last.clear()
         self.begun.clear()
         self.back.clear()
+        self.quiet.clear()
 
     def reported(self, worker: int, tasks: list[int], now: float) -> None:
         """``worker`` sent ``tasks`` (pieces) of the open round at ``now``."""
         rows = self.rows
         done = self.done[worker] = self.done.get(worker, 0) + sum([rows[t] for t in tasks])
+        self.quiet[worker] = max(self.quiet.get(worker, 0.0), now - self._began(worker))
         self.last[worker] = now
         began, before = self.begun.get(worker, (self.started, 0))
         if done > before and now > began:
@@ -69,8 +77,8 @@ class Paces:
 
     def forget(self, worker: int) -> None:
         """``worker`` is lost: its pace no longer counts in the typical one."""
-        for paces in (self.recent, self.current, self.spent, self.done, self.last, self.begun,
-                      self.back):
+        for paces in (self.recent, self.spent, self.done, self.last, self.begun, self.back,
+                      self.quiet):
             paces.pop(worker, None)
         self.median = None
 
@@ -80,19 +88,23 @@ class Paces:
         measured)."""
         began, before = self.begun.get(worker, (self.started, 0))
         rows += self.done.get(worker, 0) - before
-        if (now - began) / rows > self.current.get(worker, 0.0):
+        if (now - began) / rows > (self.current(worker) or 0.0):
             self._count(worker, now - began, rows)
 
     def _count(self, worker: int, seconds: float, rows: int) -> None:
         """``worker``'s time and rows in the open round, so far."""
-        self.current[worker] = seconds / rows
         self.spent[worker] = (seconds, rows)
         self.median = None
+
+    def current(self, worker: int) -> float | None:
+        """``worker``'s pace in the open round, if it sent a result in it."""
+        spent = self.spent.get(worker)
+        return None if spent is None else spent[0] / spent[1]
 
     def pace(self, worker: int) -> float | None:
         """``worker``'s pace: its time over its rows in its last rounds, or this one's so far
         if slower."""
-        recent, current = self.recent.get(worker), self.current.get(worker)
+        recent, current = self.recent.get(worker), self.current(worker)
         paces = [sum(s for s, _ in recent) / sum(r for _, r in recent)] if recent else []
         paces += [current] if current is not None else []
         return max(paces) if paces else None
@@ -100,7 +112,8 @@ class Paces:
     def typical(self) -> float | None:
         """The workers' median pace, each's latest."""
         if self.median is None:
-            latest = {w: p[-1][0] / p[-1][1] for w, p in self.recent.items() if p} | self.current
+            latest = {w: s / r for w, (s, r) in (
+                [(w, p[-1]) for w, p in self.recent.items() if p] + list(self.spent.items()))}
             self.median = (statistics.median(latest.values()) if latest else None,)
         return self.median[0]
 
@@ -128,7 +141,7 @@ class Paces:
     def _expected(self, worker: int) -> float | None:
         """``worker``'s pace in this round if it sent a result in it, else in its last
         rounds, else the typical pace."""
-        return self.current.get(worker) or self.pace(worker) or self.typical()
+        return self.current(worker) or self.pace(worker) or self.typical()
 
     def _began(self, worker: int) -> float:
         """When ``worker`` began what it still owes: its last result, or when it last took
@@ -137,12 +150,14 @@ class Paces:
 
     def due(self, worker: int, owed: list[int]) -> float | None:
         """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
-        SLACK times past when it would be done, from its last result or the last time it took
-        pieces over, at its pace in this round (if it has sent a result in it) or in its last
-        rounds, or the workers' typical pace if it has never sent one; None if no pace is
-        known at all."""
+        past when it would be done, from its last result or the last time it took pieces over,
+        at its pace in this round (if it has sent a result in it) or in its last rounds, or the
+        workers' typical pace if it has never sent one, by SLACK times that or the typical
+        longest silence, the shorter (a round many quota periods long is not that much late);
+        None if no pace is known at all."""
         pace = self._expected(worker)
         if pace is None:
             return None
         alone = self._began(worker) + sum([self.rows[t] for t in owed]) * pace
-        return alone + SLACK * (alone - self.started)
+        slack = SLACK * (alone - self.started)
+        return alone + (min(slack, max(self.silences)) if self.silences else slack)

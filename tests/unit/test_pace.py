@@ -27,7 +27,7 @@ def test_a_pace_is_seconds_a_row_over_the_last_rounds():
     assert paces.due(0, [0]) == pytest.approx(13.0 + 1.2 + SLACK * (13.0 + 1.2 - 10.0))
     paces.open(20.0)
     paces.reported(0, [0], 20.5)  # faster now: its pace is its last rounds'
-    assert paces.pace(0) == pytest.approx(0.012) and paces.current[0] == pytest.approx(0.005)
+    assert paces.pace(0) == pytest.approx(0.012) and paces.current(0) == pytest.approx(0.005)
     paces.open(30.0)
     paces.reported(0, [0], 31.5)  # slower this round than over its last ones: this round's
     assert paces.pace(0) == pytest.approx(0.015)
@@ -58,6 +58,24 @@ def test_a_worker_fast_in_bursts_is_as_slow_as_its_time_over_its_rows():
         steady.reported(0, [0, 1, 2, 3], 10.0 * start + took)
     steady.open(50.0)
     assert steady.pace(0) == pytest.approx(8.0 / 2000) and steady.pace(0) < 2 * 0.0025
+
+
+def test_past_its_end_a_holder_is_overdue_by_the_typical_silence_if_shorter():
+    """Workers that send a result every 2 s (a capped rank's quota period, say) in a round 10 s
+    long: before any silence is measured a holder is overdue SLACK times its expected time past
+    its end; after, 2 s past it, the median worker's longest silence (one silent for 10 s, a
+    stalled one, does not make it longer)."""
+    paces = Paces([100] * 5 + [25])
+    paces.open(0.0)
+    for w in range(2):
+        for k in range(5):
+            paces.reported(w, [k], 2.0 * (k + 1))  # 0.02 s a row
+    paces.reported(2, [0, 1, 2, 3, 4], 10.0)
+    assert paces.due(0, [0]) == pytest.approx(12.0 + SLACK * 12.0)
+    paces.open(20.0)
+    paces.reported(0, [0], 22.0)
+    assert paces.due(0, [1, 2]) == pytest.approx(26.0 + 2.0)
+    assert paces.due(1, [5]) == pytest.approx(20.5 + SLACK * 0.5)  # shorter than 2 s
 
 
 def test_a_worker_behind_at_the_decode_is_at_least_that_slow_and_may_be_slow():

@@ -148,6 +148,12 @@ class Paces:
         pieces over."""
         return max(self.last.get(worker, self.started), self.back.get(worker, 0.0))
 
+    def finish(self, worker: int, owed: list[int]) -> float | None:
+        """When ``worker`` would be done with ``owed`` at its expected pace, from when it began
+        them (None: no pace known at all)."""
+        pace = self._expected(worker)
+        return None if pace is None else self._began(worker) + sum([self.rows[t] for t in owed]) * pace
+
     def due(self, worker: int, owed: list[int]) -> float | None:
         """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
         past when it would be done, from its last result or the last time it took pieces over,
@@ -155,9 +161,8 @@ class Paces:
         workers' typical pace if it has never sent one, by SLACK times that or the typical
         longest silence, the shorter (a round many quota periods long is not that much late);
         None if no pace is known at all."""
-        pace = self._expected(worker)
-        if pace is None:
+        alone = self.finish(worker, owed)
+        if alone is None:
             return None
-        alone = self._began(worker) + sum([self.rows[t] for t in owed]) * pace
         slack = SLACK * (alone - self.started)
         return alone + (min(slack, max(self.silences)) if self.silences else slack)

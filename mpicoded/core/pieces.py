@@ -3,15 +3,16 @@ owed by a slow holder is handed to another.
 
 The code is one cut into pieces (``partial_code``: row ranges of partitions; ``range_code``: row
 ranges of coded blocks); ``PieceTable`` reads its piece table once, typed. Each worker starts on
-its primary share; one done with it takes over the far half of the largest share still owed
-among the blocks it holds, at once from a holder twice as slow by its pace (``pace.py``), else
-once one is overdue, so a slow holder and its helper meet in the middle. A worker silent for
-QUIET_ROUNDS rounds is left out of the next. Workers are code indices; a ``Give`` is an ASSIGN,
-or the round's ITERATE for a worker that has none yet.
+its primary share; one done with it takes over the far half of what it can take (blocks it
+holds) of the share that would be done last, at once from a holder twice as slow by its pace
+(``pace.py``), else once one is overdue, so a slow holder and its helper meet in the middle.
+A worker silent for QUIET_ROUNDS rounds is left out of the next. Workers are code indices; a
+``Give`` is an ASSIGN, or the round's ITERATE for a worker that has none yet.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -50,8 +51,7 @@ class PieceTable:
 
 
 class Give(NamedTuple):
-    """``worker``'s list is now ``tasks``: an ITERATE if ``fresh`` (it has none of this round),
-    else an ASSIGN."""
+    """``worker``'s list is now ``tasks``: an ITERATE if ``fresh``, else an ASSIGN."""
 
     worker: int
     tasks: tuple[int, ...]
@@ -242,7 +242,7 @@ class PieceWork:
     def hand_over(self, rnd: Round, live: set[int], now: float, first: int = -1) -> list[Give]:
         """Each idle worker (``first`` first) takes over what is left of a share nobody
         computes (a dead worker's) among the blocks it holds, else the far half, rounded up,
-        of the largest share still owed by a holder it may take from (``_choose``), so a slow
+        of the share done last of the holders it may take from (``_choose``), so a slow
         holder and its helper meet in the middle; one that may take from nobody waits, and
         ``rnd.wake`` is when the first holder it could help will be overdue. The holder is
         told its shortened list, but once until it reports again: a straggler that has not
@@ -300,8 +300,8 @@ class PieceWork:
 
     def _choose(self, rnd: Round, thief: int, owed: dict[int, list[int]], unowned: list[int],
                 live: set[int], now: float) -> tuple[list[tuple[int, int]], int, float | None]:
-        """What idle ``thief`` takes over (pairs of piece and stand-in, far end first), from
-        whom (-1: of ``unowned``), and, if nothing, when to look again."""
+        """What idle ``thief`` takes (piece and stand-in, far end first), from whom (-1: of
+        ``unowned``; of holders due, the one done last), and, if nothing, when to look again."""
         covered = self._stand_ins(rnd, unowned, thief, live)
         if thief not in rnd.sent:  # quiet (or no share): only what no worker of the round
             others = rnd.sent & live  # can take
@@ -310,16 +310,16 @@ class PieceWork:
         if covered:
             return covered, -1, None
         pairs: list[tuple[int, int]] = []
-        victim, wake = -1, None
+        victim, wake, last = -1, None, (-math.inf, 0)
         for other in sorted(live - {thief}):
             mine = self._stand_ins(rnd, owed[other], thief, live) if owed[other] else []
-            if len(mine) <= len(pairs):
+            if not mine:
                 continue
             due = self._due(rnd, thief, other, owed[other], now)
-            if due <= now:
-                pairs, victim = mine, other
-            else:
+            if due > now:
                 wake = due if wake is None else min(wake, due)
+            elif (end := (self.paces.finish(other, owed[other]) or math.inf, len(mine))) > last:
+                pairs, victim, last = mine, other, end
         return pairs[len(pairs) // 2:][::-1], victim, wake
 
     def _due(self, rnd: Round, thief: int, holder: int, owed: list[int], now: float) -> float:

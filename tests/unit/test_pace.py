@@ -188,13 +188,15 @@ def test_a_holder_twice_as_slow_is_taken_from_at_once_whatever_it_owes():
     assert out == [ev.Assign(3, 0, 1, 0, (owed[1],))]
 
 
-def test_a_helper_owing_much_is_helped_in_turn_by_a_worker_done_sooner():
+@pytest.mark.parametrize("sent", [5, 3])
+def test_an_idle_worker_takes_from_the_holder_done_last(sent):
     """Partial frc s=2 (workers 0, 1, 2 hold the same partitions), 16 pieces a share, paces
     equal after three rounds. Round 3: worker 0 sends 4 pieces at three times the pace; worker
-    1, done, takes the far half of its 12 (twice as fast). Worker 0 sends 3 more: worker 2,
-    done, takes at once from worker 1, which owes more, though not twice as slow: it took
-    pieces over and owes AHEAD, and worker 2 would be done with the far half sooner than
-    worker 1 with all."""
+    1, done, takes the far half of its 12 (twice as fast). Worker 0 sends 5 more: worker 2,
+    done, takes at once from worker 1, which would be done last, though not twice as slow: it
+    took pieces over and owes AHEAD, and worker 2 would be done with the far half sooner than
+    worker 1 with all. Worker 0 sends 3 more: it would be done last (3 pieces at three times
+    the pace), and worker 2 takes from it, not from worker 1, which owes more."""
     code = make_code("frc", 6, stragglers=2)
     part = partial_code(code, [800] * code.n_partitions, 50)
     vals = np.random.default_rng(0).standard_normal((part.n_tasks, 3))
@@ -208,8 +210,13 @@ def test_a_helper_owing_much_is_helped_in_turn_by_a_worker_done_sooner():
     taken = own[0][10:][::-1]
     assert len(taken) >= AHEAD
     assert out == [ev.Assign(2, 0, 3, 0, tuple(taken)), ev.Assign(1, 0, 3, 0, tuple(own[0][4:10]))]
-    assert not d.result(0, own[0][4:7], vals[own[0][4:7]], 4.1, iteration=3)
+    assert not d.result(0, own[0][4:4 + sent], vals[own[0][4:4 + sent]], 4.1, iteration=3)
     out = d.result(2, own[2], vals[own[2]], 4.1, iteration=3)
+    if sent == 3:
+        left = own[0][7:10]
+        assert out == [ev.Assign(3, 0, 3, 0, tuple(left[1:][::-1])),
+                       ev.Assign(1, 0, 3, 0, tuple(left[:1]))]
+        return
     assert out == [ev.Assign(3, 0, 3, 0, tuple(taken[3:][::-1])),
                    ev.Assign(2, 0, 3, 0, tuple(taken[:3]))]
 

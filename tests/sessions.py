@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mpicoded.core import events as ev
-from mpicoded.core.pieces import PieceTable
+from mpicoded.core.piecetable import PieceTable
 from mpicoded.core.session import Session, Settings
 from mpicoded.core.shape import Shape
 

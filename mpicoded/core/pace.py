@@ -11,7 +11,8 @@ from collections.abc import Sequence
 ROUNDS = 5  # a worker's pace is its time over its rows in its last rounds
 SLOW = 4.0  # a worker this many times the workers' typical pace is slow
 SLACK = 1.0  # a holder this far (of its expected time) past its expected end is overdue, or
-# as far as the workers' typical longest silence, if shorter
+# there once silent for SILENT times the workers' typical longest silence, if sooner
+SILENT = 1.5
 
 
 class Paces:
@@ -158,11 +159,14 @@ class Paces:
         """When ``worker`` is overdue with ``owed`` (its pieces still to come, in its order):
         past when it would be done, from its last result or the last time it took pieces over,
         at its pace in this round (if it has sent a result in it) or in its last rounds, or the
-        workers' typical pace if it has never sent one, by SLACK times that or the typical
-        longest silence, the shorter (a round many quota periods long is not that much late);
+        workers' typical pace if it has never sent one, by SLACK times that, or once silent for
+        SILENT times the typical longest silence, if sooner (a round many quota periods long is
+        not that much late; a worker silent that long when it should be done is stalled);
         None if no pace is known at all."""
         alone = self.finish(worker, owed)
         if alone is None:
             return None
-        slack = SLACK * (alone - self.started)
-        return alone + (min(slack, max(self.silences)) if self.silences else slack)
+        late = alone + SLACK * (alone - self.started)
+        if not self.silences:
+            return late
+        return max(alone, min(late, self._began(worker) + SILENT * max(self.silences)))

@@ -2,9 +2,9 @@
 owed by a slow holder is handed to another.
 
 The code is one cut into pieces (``partial_code``: row ranges of partitions; ``range_code``: row
-ranges of coded blocks); ``PieceTable`` reads its piece table once, typed. Each worker starts on
-its primary share; one done with it takes over the far half of what it can take (blocks it
-holds) of the share that would be done last, at once from a holder twice as slow by its pace
+ranges of coded blocks), its table read once (``piecetable.py``). Each worker starts on its
+primary share; one done with it takes over the far half of what it can take (blocks it holds)
+of the share that would be done last, at once from a holder twice as slow by its pace
 (``pace.py``), else once one is overdue, so a slow holder and its helper meet in the middle.
 A worker silent for QUIET_ROUNDS rounds is left out of the next. Workers are code indices; a
 ``Give`` is an ASSIGN, or the round's ITERATE for a worker that has none yet.
@@ -14,40 +14,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
 
 from ..codes import Code
-from ..codes.partial import Piece
 from .pace import Paces
+from .piecetable import PieceTable
 from .round import Round
 
 QUIET_ROUNDS = 2  # a worker silent this many rounds is left out of the next
 LATE_ROUNDS = 2  # one of the round with no live result in this many keeps one piece
 RELEASED = -2  # ranges of coded blocks: the owner of a piece another stood in for
 AHEAD = 4  # a helper owing this many pieces is not far into them: its far half is not under way
-
-
-@dataclass(frozen=True)
-class PieceTable:
-    """A pieced code's table: every piece's (block, rows), the blocks each worker holds and,
-    for ranges of coded blocks, the grid and whether another block's range may stand in."""
-
-    pieces: tuple[Piece, ...]
-    holds: tuple[frozenset[int], ...]
-    ranges: tuple[tuple[int, int], ...] | None = None
-    stand_ins: bool = False
-    value_size: int | None = None  # a piece's value's length, where it is not the job's
-
-    @classmethod
-    def of(cls, code: Code) -> PieceTable | None:
-        """``code``'s table, or None if it is not cut into pieces."""
-        params = code.params
-        if "pieces" not in params:
-            return None
-        return cls(tuple(params["pieces"]), tuple(params["holds"]), params.get("ranges"),
-                   bool(params.get("stand_ins", False)), params.get("value_size"))
 
 
 class Give(NamedTuple):
@@ -71,7 +49,7 @@ class PieceWork:
         self.fresh: set[int] = set()  # the workers that sent a live result in this round
         self.paces = Paces([p.stop - p.start for p in table.pieces])
         self.first: dict[int, int] = {}  # worker -> the first piece of its list this round
-        self.cut_short: set[int] = set()  # robbed of its last piece since its last result
+        self.cut_short: set[int] = set()  # robbed of its last piece since its last live result
 
     def holding(self, workers: set[int]) -> set[int]:
         """The blocks (partitions, or coded tasks) ``workers`` hold."""
@@ -162,8 +140,8 @@ class PieceWork:
     def heard_from(self, worker: int, live: bool, tasks: list[int], now: float) -> None:
         """A result of ``tasks`` from ``worker`` at ``now`` (``live``: of the open round)."""
         self.heard[worker] = self.rounds
-        self.cut_short.discard(worker)
         if live:
+            self.cut_short.discard(worker)
             self.useful[worker] = self.rounds
             self.fresh.add(worker)
             self.paces.reported(worker, tasks, now)
@@ -333,26 +311,30 @@ class PieceWork:
         other once overdue (``Paces.due``; with no pace known, one that took pieces over has
         as long again as the round had taken by then). Pieces pass at once only to a worker
         twice as fast, from a helper left with half of AHEAD or more (each such take uses up an
-        idle worker) or from one that took none, so they never go round."""
+        idle worker) or from one that took none, so they never go round. A thief robbed of its
+        last piece and silent since was overdue itself: it is likely still computing that
+        piece, and takes over only from a holder as late again, unless twice as fast."""
         paces = self.paces
-        given = rnd.given.get(holder)
+        given, short = rnd.given.get(holder), thief in self.cut_short
         if rnd.robbers.get(thief) != holder and (
-                paces.faster(thief, holder)
-                or (given is not None and len(owed) >= AHEAD
-                    and paces.sooner(thief, holder, owed, now))
-                or (paces.pace(holder) is None and given is None
-                    and paces.pace(thief) is not None and not paces.slow(thief))):
+                paces.faster(thief, holder) or not short and (
+                    (given is not None and len(owed) >= AHEAD
+                     and paces.sooner(thief, holder, owed, now))
+                    or (paces.pace(holder) is None and given is None
+                        and paces.pace(thief) is not None and not paces.slow(thief)))):
             return now
         due = paces.due(holder, owed)
-        if due is not None:
-            return due
-        return now if given is None else given + max(given - rnd.started, 1e-3)
+        if due is None:
+            if given is None:
+                return now
+            due = given + max(given - rnd.started, 1e-3)
+        return 2 * due - rnd.started if short else due
 
     def unwatched(self, rnd: Round, live: set[int], now: float) -> list[tuple[int, int]]:
         """(idle worker, holder) for each holder of pieces an idle worker could take over that
         nothing will make it look at again: due before ``rnd.wake`` (or with none), where
-        that is later than ``now``. Empty
-        after every ``hand_over``; the model checks it after every event."""
+        that is later than ``now``. Empty after every ``hand_over``; the model checks it
+        after every event."""
         owed = {w: self._owed(rnd, w) for w in live}
         out = []
         for thief in sorted(w for w in rnd.sent & live if not owed[w]):

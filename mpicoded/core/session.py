@@ -44,7 +44,8 @@ from .events import (
     WorkerLost,
 )
 from .losses import Losses
-from .pieces import Give, PieceTable, PieceWork
+from .pieces import Give, PieceWork
+from .piecetable import PieceTable
 from .ranks import WorkerRanks
 from .round import Round
 from .stream import Stream

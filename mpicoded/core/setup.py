@@ -12,7 +12,7 @@ from ..delays import DelayModel
 from ..jobs import Coded
 from ..jobs.task import Block, Terms
 from .piecelist import Runs
-from .pieces import PieceTable
+from .piecetable import PieceTable
 
 PIECE_FLUSH_S = 0.01  # partial work: pieces done are sent at least this often (a straggler's)
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..balance.splitter import Splitter
 from ..codes import Code
 from ..core import events as ev
-from ..core.pieces import PieceTable
+from ..core.piecetable import PieceTable
 from ..core.result import IterationRecord
 from ..core.session import Session, Settings
 from ..core.shape import Shape

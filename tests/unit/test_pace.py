@@ -11,7 +11,7 @@ from sessions import Decodes, Driver, of
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import partial_code
 from mpicoded.core import events as ev
-from mpicoded.core.pace import ROUNDS, SLACK, SLOW, Paces
+from mpicoded.core.pace import ROUNDS, SILENT, SLACK, SLOW, Paces
 from mpicoded.core.pieces import AHEAD
 
 
@@ -60,11 +60,12 @@ def test_a_worker_fast_in_bursts_is_as_slow_as_its_time_over_its_rows():
     assert steady.pace(0) == pytest.approx(8.0 / 2000) and steady.pace(0) < 2 * 0.0025
 
 
-def test_past_its_end_a_holder_is_overdue_by_the_typical_silence_if_shorter():
+def test_a_holder_is_overdue_once_silent_for_longer_than_the_typical_silence():
     """Workers that send a result every 2 s (a capped rank's quota period, say) in a round 10 s
     long: before any silence is measured a holder is overdue SLACK times its expected time past
-    its end; after, 2 s past it, the median worker's longest silence (one silent for 10 s, a
-    stalled one, does not make it longer)."""
+    its end; after, once silent SILENT times the median worker's longest silence (2 s: one
+    silent for 10 s, a stalled one, does not make it longer), but not before its expected
+    end, nor later than SLACK past it."""
     paces = Paces([100] * 5 + [25])
     paces.open(0.0)
     for w in range(2):
@@ -74,8 +75,9 @@ def test_past_its_end_a_holder_is_overdue_by_the_typical_silence_if_shorter():
     assert paces.due(0, [0]) == pytest.approx(12.0 + SLACK * 12.0)
     paces.open(20.0)
     paces.reported(0, [0], 22.0)
-    assert paces.due(0, [1, 2]) == pytest.approx(26.0 + 2.0)
-    assert paces.due(1, [5]) == pytest.approx(20.5 + SLACK * 0.5)  # shorter than 2 s
+    assert paces.due(0, [1]) == pytest.approx(22.0 + SILENT * 2.0)  # its end is 24
+    assert paces.due(0, [1, 2, 3]) == pytest.approx(28.0)  # silent that long before its end
+    assert paces.due(1, [5]) == pytest.approx(20.5 + SLACK * 0.5)  # SLACK past it is sooner
 
 
 def test_a_worker_behind_at_the_decode_is_at_least_that_slow_and_may_be_slow():
@@ -265,6 +267,30 @@ def test_a_holder_overdue_is_taken_over_from_at_the_wake_and_slower_after():
     rnd = d.session.round
     assert rnd.iteration == 3 and 0 not in rnd.sent
     assert rnd.lists[1] == [*part.schedule[1], *part.schedule[0]]
+
+
+def test_a_worker_robbed_of_its_last_piece_takes_over_only_as_late_again():
+    """Round 1 (started at 1; in round 0 worker 0 did 600 rows a second, worker 1 200): worker
+    0 sends three of its four pieces at 1.5, worker 1 its share at 1.6, and takes worker 0's
+    last piece once that is overdue (SLACK past its end). Worker 0, robbed of it and silent
+    since, is likely still computing it: it may take it back from worker 1 not once worker 1
+    is overdue (silent SILENT times a round of round 0, 1 s) but as late again past the
+    round's start."""
+    part, vals, d = frc_after_a_round()
+    own = [list(part.schedule[w]) for w in range(6)]
+    last = own[0][3]
+    assert not d.result(0, own[0][:3], vals[own[0][:3]], 1.5, iteration=1)
+    for w in range(2, 6):
+        d.result(w, own[w], vals[own[w]], 1.6, iteration=1)
+    [wake] = d.result(1, own[1], vals[own[1]], 1.6, iteration=1)
+    end = 1.5 + 100 / 600
+    assert wake.at == pytest.approx(end + SLACK * (end - 1.0))
+    out = d.handle(ev.Tick(wake.at))
+    due = wake.at + SILENT * 1.0
+    assert out[:2] == [ev.Assign(2, 0, 1, 0, (last,)), ev.Assign(1, 0, 1, 0, ())]
+    assert len(out) == 3 and out[2].at == pytest.approx(2 * due - 1.0)
+    assert d.handle(ev.Tick(due)) == [out[2]]
+    assert of(d.result(1, [last], vals[[last]], due + 0.1, iteration=1), ev.Decoded)
 
 
 def test_a_worker_that_waited_is_not_timed_out_for_it():

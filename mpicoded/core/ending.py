@@ -4,7 +4,9 @@ while others still stop. Under --iteration-timeout nobody is waited for longer t
 5 s): a worker hung in the last iteration, which decoded without it, never acknowledges.
 Under partial work (``Settings.linger``) a rank known slow is not waited for: it lingers, and
 its acknowledgement is taken after the run has returned (a slow rank needs several of its
-scheduling periods to read STOP and answer, which the run's end would otherwise pay)."""
+scheduling periods to read STOP and answer, which the run's end would otherwise pay); so does
+one that has not answered once silent for longer than a worker on time ever is
+(``Paces.stalled``) since STOP went out (a rank stalled after its last result)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class Ending:
         self.stopping = False  # every job is done: waiting for acknowledgements
         self.finished = False
         self.grace: float | None = None
+        self.patience: float | None = None  # then the unanswered linger (Paces.stalled)
+        self.stop_at = 0.0  # when STOP went out
         self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.gone: set[int] = set()  # ranks found dead
         self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe
@@ -48,22 +52,27 @@ class Ending:
         s = self.session
         return ({s.ranks.rank(w) for w in s.live} | self.timed_out) - self.gone
 
-    def stop(self) -> list[Instruction]:
+    def stop(self, now: float) -> list[Instruction]:
         """STOP to every rank that may still run, once (it supersedes the purges held)."""
         if self.stop_sent:
             return []
-        self.stop_sent = True
+        self.stop_sent, self.stop_at = True, now
         self.session.held = []
         return [Stop(rank) for rank in sorted(self.running())]
 
     def shutdown(self, now: float) -> list[Instruction]:
         """Every job is done: wait for the acknowledgements (within a grace under a timeout)."""
-        out = self.stop()
+        out = self.stop(now)
         self.stopping = True
-        timeout = self.session.settings.iteration_timeout
+        s = self.session
+        timeout = s.settings.iteration_timeout
         if timeout is not None:
             self.grace = now + max(GRACE_S, timeout)
             out.append(WakeAt(self.grace))
+        stalled = s.piecework.paces.stalled() if s.piecework is not None else None
+        if s.settings.linger and stalled is not None:
+            self.patience = self.stop_at + stalled
+            out.append(WakeAt(self.patience))
         return out + self.check()
 
     def acknowledged(self, event: StopAcknowledged) -> list[Instruction]:
@@ -77,9 +86,13 @@ class Ending:
         return [] if self.stop_sent else [Abort(event.rank, event.text)]
 
     def tick(self, now: float) -> list[Instruction]:
-        if self.grace is None or self.finished or now < self.grace:
+        if self.finished:
             return []
-        return self.finish(sorted(self.running() - self.stopped), [])
+        if self.grace is not None and now >= self.grace:
+            return self.finish(sorted(self.running() - self.stopped), [])
+        if self.patience is not None and now >= self.patience:
+            return self.finish([], sorted(self.running() - self.stopped))
+        return []
 
     def lagging(self) -> set[int]:
         """The ranks whose acknowledgement the end does not wait for: under partial work with

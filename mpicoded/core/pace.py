@@ -167,6 +167,10 @@ class Paces:
         if alone is None:
             return None
         late = alone + SLACK * (alone - self.started)
-        if not self.silences:
-            return late
-        return max(alone, min(late, self._began(worker) + SILENT * max(self.silences)))
+        stalled = self.stalled()
+        return late if stalled is None else max(alone, min(late, self._began(worker) + stalled))
+
+    def stalled(self) -> float | None:
+        """A silence no worker on time keeps: SILENT times the typical longest one (None:
+        none measured yet)."""
+        return SILENT * max(self.silences) if self.silences else None

@@ -12,6 +12,7 @@ from sessions import Decodes, Driver, after_silence, left_out, lists, of
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import holders, partial_code, piece_cost
 from mpicoded.core import events as ev
+from mpicoded.core.pace import SILENT
 from mpicoded.core.pieces import QUIET_ROUNDS
 from mpicoded.core.shape import Shape
 from mpicoded.delays import DelayModel
@@ -578,6 +579,28 @@ def test_a_worker_with_a_live_result_in_the_last_round_is_waited_for():
     assert [i for r in range(1, 6) for i in d.handle(ev.StopAcknowledged(r))] == []
     last = d.handle(ev.StopAcknowledged(6))
     assert last[:-1] == [ev.Release(r) for r in range(1, 7)]
+
+
+def test_an_unanswered_stop_is_waited_for_only_as_long_as_no_worker_on_time_is_silent():
+    """Three rounds, every worker sending what it is sent at once, its longest silence a
+    round (1 s): the end waits for the acknowledgements only until SILENT times that past
+    STOP, then ends with rank 6 lingering, though it sent a live result in the last round
+    (stalled since, it would hold the end for its scheduling periods)."""
+    code = make_code("spread", 6, stragglers=1)
+    part = partial_code(code, [1000] * code.n_partitions, 250)
+    vals, _ = values_of(part, np.random.default_rng(3))
+    d = Driver(part, work=Decodes(part), iterations=3, linger=True)
+    opened = d.open()
+    for _ in range(3):
+        _, _, opened = play_round(d, vals, -1, opened)
+    assert of(opened, ev.Stop) == [ev.Stop(r) for r in range(1, 7)]  # at 2.5
+    patience = 2.5 + SILENT * 1.0
+    assert of(d.handle(ev.LossComputed(0, 2, None, 2.6)), ev.WakeAt) == [ev.WakeAt(patience)]
+    assert [i for r in range(1, 6) for i in d.handle(ev.StopAcknowledged(r))] == []
+    assert d.handle(ev.Tick(patience - 0.01)) == []
+    end = d.handle(ev.Tick(patience))
+    assert end[:-1] == [*(ev.Release(r) for r in range(1, 6)), ev.Linger(6)]
+    assert isinstance(end[-1], ev.Finish)
 
 
 def test_handed_counts_pieces_another_owns_not_those_nobody_took():

@@ -61,7 +61,9 @@ class Ending:
         return [Stop(rank) for rank in sorted(self.running())]
 
     def shutdown(self, now: float) -> list[Instruction]:
-        """Every job is done: wait for the acknowledgements (within a grace under a timeout)."""
+        """Every job is done: wait for the acknowledgements (within a grace under a timeout;
+        under ``linger``, once two rounds or more measured silences, until a rank that has not
+        answered is stalled, ``Paces.stalled`` past STOP)."""
         out = self.stop(now)
         self.stopping = True
         s = self.session
@@ -70,7 +72,7 @@ class Ending:
             self.grace = now + max(GRACE_S, timeout)
             out.append(WakeAt(self.grace))
         stalled = s.piecework.paces.stalled() if s.piecework is not None else None
-        if s.settings.linger and stalled is not None:
+        if s.settings.linger and stalled is not None and timeout is None:
             self.patience = self.stop_at + stalled
             out.append(WakeAt(self.patience))
         return out + self.check()

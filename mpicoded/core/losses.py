@@ -72,7 +72,8 @@ class Losses:
 
     def tick(self, event: Tick) -> list[Instruction]:
         """The clock: workers silent past --iteration-timeout are lost; past the shutdown's
-        grace, the run ends without those that never acknowledged STOP."""
+        grace, the run ends without those that never acknowledged STOP (past its patience,
+        with them lingering)."""
         s = self.session
         s.stream.clock = max(s.stream.clock, event.now)
         timeout = s.settings.iteration_timeout

@@ -23,8 +23,9 @@ class Paces:
     slower. Time over rows, not a median of paces: a capped worker computes in bursts of its
     quota (a rank at a third of the others' share may compute at full speed for two rounds
     of three, then not at all), and one slow round weighs only its own time. A worker's
-    longest silence in a round (between two results, or from its start) is how late a
-    worker on time may be: the median worker's, the longest in the last ROUNDS."""
+    longest silence in a round (between two results, or from its start): the median
+    worker's, the longest in the last ROUNDS, is the typical one; SILENT times that, no
+    worker on time keeps (``stalled``)."""
 
     def __init__(self, rows: Sequence[int]) -> None:
         self.rows = rows  # each piece's rows
@@ -161,8 +162,9 @@ class Paces:
         at its pace in this round (if it has sent a result in it) or in its last rounds, or the
         workers' typical pace if it has never sent one, by SLACK times that, or once silent for
         SILENT times the typical longest silence, if sooner (a round many quota periods long is
-        not that much late; a worker silent that long when it should be done is stalled);
-        None if no pace is known at all."""
+        not that much late; a worker silent that long when it should be done is stalled; one
+        that sent just before its end, owing a little, may so be later than before, by up to
+        half a silence); None if no pace is known at all."""
         alone = self.finish(worker, owed)
         if alone is None:
             return None

@@ -312,8 +312,9 @@ class PieceWork:
         as long again as the round had taken by then). Pieces pass at once only to a worker
         twice as fast, from a helper left with half of AHEAD or more (each such take uses up an
         idle worker) or from one that took none, so they never go round. A thief robbed of its
-        last piece and silent since was overdue itself: it is likely still computing that
-        piece, and takes over only from a holder as late again, unless twice as fast."""
+        last piece and silent since (most often overdue itself: likely still computing that
+        piece) takes over only from a holder as late again, unless twice as fast (or when no
+        pace is known at all)."""
         paces = self.paces
         given, short = rnd.given.get(holder), thief in self.cut_short
         if rnd.robbers.get(thief) != holder and (

@@ -275,7 +275,7 @@ def test_a_worker_robbed_of_its_last_piece_takes_over_only_as_late_again():
     last piece once that is overdue (SLACK past its end). Worker 0, robbed of it and silent
     since, is likely still computing it: it may take it back from worker 1 not once worker 1
     is overdue (silent SILENT times a round of round 0, 1 s) but as late again past the
-    round's start."""
+    round's start; a stale result of its meanwhile changes nothing."""
     part, vals, d = frc_after_a_round()
     own = [list(part.schedule[w]) for w in range(6)]
     last = own[0][3]
@@ -289,6 +289,10 @@ def test_a_worker_robbed_of_its_last_piece_takes_over_only_as_late_again():
     due = wake.at + SILENT * 1.0
     assert out[:2] == [ev.Assign(2, 0, 1, 0, (last,)), ev.Assign(1, 0, 1, 0, ())]
     assert len(out) == 3 and out[2].at == pytest.approx(2 * due - 1.0)
+    stale = own[0][:1]  # a result of round 0 does not end the wait: no hand-over follows it
+    assert d.result(0, stale, vals[stale], due - 0.5, iteration=0) == []
+    work = d.session.piecework
+    assert 0 in work.cut_short and not work.unwatched(d.session.round, d.session.live, due - 0.5)
     assert d.handle(ev.Tick(due)) == [out[2]]
     assert of(d.result(1, [last], vals[[last]], due + 0.1, iteration=1), ev.Decoded)
 

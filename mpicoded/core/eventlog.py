@@ -77,7 +77,7 @@ def settings_line(s: Settings, shape: dict[str, Any]) -> dict[str, Any]:
         "resume": None if s.resume is None else list(s.resume[:2]),
         "loss_every": s.loss_every, "checkpoint_every": s.checkpoint_every,
         "iteration_timeout": s.iteration_timeout, "trace": s.trace, "run_rows": s.run_rows,
-        "adopt": None if s.adopt is None else plain(s.adopt),
+        "linger": s.linger, "adopt": None if s.adopt is None else plain(s.adopt),
         "splitter": None if split is None else {
             "kind": split.kind, "gamma": split.gamma,
             "declared": None if split.declared is None else plain(vars(split.declared))}}}
@@ -102,7 +102,7 @@ def settings_from(line: dict[str, Any]) -> Settings:
     return Settings(code, shape, pieces, s["chunk_rows"], s["fit_chunks"], s["tolerance"],
                     s["purge"], s["iterations"], s["jobs"], resume, s["loss_every"],
                     s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt,
-                    s.get("run_rows", 0))
+                    s.get("run_rows", 0), s.get("linger", False))
 
 
 class EventLog:

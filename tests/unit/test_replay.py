@@ -1,5 +1,6 @@
 """Event logs from real mpirun runs (tests/data/events: a purge between jobs, partial work with
-a straggler, two deaths and a re-code, a stream of jobs under the adaptive split) replayed
+a straggler, two deaths and a re-code, a stream of jobs under the adaptive split, a rank
+throttled to 5% of its share left lingering at the end) replayed
 through a fresh Session: the same instructions, event after event."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from mpicoded.core.eventlog import Mismatch, replay
 from mpicoded.replay import main
 
 LOGS = Path(__file__).parent.parent / "data" / "events"
-HOLDS = {"purge": "Purge", "partial": "Assign", "recode": "WorkerLost", "stream": "JobDone"}
+HOLDS = {"purge": "Purge", "partial": "Assign", "recode": "WorkerLost", "stream": "JobDone",
+         "linger": "Linger"}
 
 
 @pytest.mark.parametrize("name", sorted(HOLDS))
@@ -81,4 +83,15 @@ def test_a_field_added_since_a_log_was_written_must_hold_its_default():
     settings = json.loads(lines[0])
     settings["session"]["run_rows"] = 15
     with pytest.raises(Mismatch, match="line 2: Begin"):
+        list(replay([json.dumps(settings), *lines[1:]]))
+
+
+def test_a_log_says_whether_its_session_lets_slow_ranks_linger():
+    """The lingering run's log replays only as a session that lets ranks linger: with it off,
+    the end waits for the slow rank's answer to STOP and decides otherwise."""
+    lines = (LOGS / "linger.jsonl").read_text().splitlines()
+    settings = json.loads(lines[0])
+    assert settings["session"]["linger"] is True
+    settings["session"]["linger"] = False
+    with pytest.raises(Mismatch, match="LossComputed"):
         list(replay([json.dumps(settings), *lines[1:]]))

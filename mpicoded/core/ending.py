@@ -6,7 +6,9 @@ Under partial work (``Settings.linger``) a rank known slow is not waited for: it
 its acknowledgement is taken after the run has returned (a slow rank needs several of its
 scheduling periods to read STOP and answer, which the run's end would otherwise pay); so does
 one that has not answered once silent for longer than a worker on time ever is
-(``Paces.stalled``) since STOP went out (a rank stalled after its last result)."""
+(``Paces.stalled``) since the end began to wait (a rank stalled after its last result). Not
+since STOP went out: the master may have computed the final loss meanwhile, reading no
+answer (on 21 ranks for longer than that silence), and judged every rank stalled."""
 
 from __future__ import annotations
 
@@ -40,7 +42,6 @@ class Ending:
         self.finished = False
         self.grace: float | None = None
         self.patience: float | None = None  # then the unanswered linger (Paces.stalled)
-        self.stop_at = 0.0  # when STOP went out
         self.stopped: set[int] = set()  # ranks that acknowledged STOP
         self.gone: set[int] = set()  # ranks found dead
         self.timed_out: set[int] = set()  # ranks declared failed for silence: alive, maybe
@@ -56,14 +57,14 @@ class Ending:
         """STOP to every rank that may still run, once (it supersedes the purges held)."""
         if self.stop_sent:
             return []
-        self.stop_sent, self.stop_at = True, now
+        self.stop_sent = True
         self.session.held = []
         return [Stop(rank) for rank in sorted(self.running())]
 
     def shutdown(self, now: float) -> list[Instruction]:
         """Every job is done: wait for the acknowledgements (within a grace under a timeout;
         under ``linger``, once two rounds or more measured silences, until a rank that has not
-        answered is stalled, ``Paces.stalled`` past STOP)."""
+        answered is stalled, ``Paces.stalled`` from now)."""
         out = self.stop(now)
         self.stopping = True
         s = self.session
@@ -73,7 +74,7 @@ class Ending:
             out.append(WakeAt(self.grace))
         stalled = s.piecework.paces.stalled() if s.piecework is not None else None
         if s.settings.linger and stalled is not None and timeout is None:
-            self.patience = self.stop_at + stalled
+            self.patience = now + stalled
             out.append(WakeAt(self.patience))
         return out + self.check()
 

@@ -6,9 +6,8 @@ Under partial work (``Settings.linger``) a rank known slow is not waited for: it
 its acknowledgement is taken after the run has returned (a slow rank needs several of its
 scheduling periods to read STOP and answer, which the run's end would otherwise pay); so does
 one that has not answered once silent for longer than a worker on time ever is
-(``Paces.stalled``) since the end began to wait (a rank stalled after its last result). Not
-since STOP went out: the master may have computed the final loss meanwhile, reading no
-answer (on 21 ranks for longer than that silence), and judged every rank stalled."""
+(``Paces.stalled``) since the end began to wait, after the final loss (a rank stalled after
+its last result); not since STOP went out, as the master computes that loss meanwhile."""
 
 from __future__ import annotations
 
@@ -53,7 +52,7 @@ class Ending:
         s = self.session
         return ({s.ranks.rank(w) for w in s.live} | self.timed_out) - self.gone
 
-    def stop(self, now: float) -> list[Instruction]:
+    def stop(self) -> list[Instruction]:
         """STOP to every rank that may still run, once (it supersedes the purges held)."""
         if self.stop_sent:
             return []
@@ -64,8 +63,9 @@ class Ending:
     def shutdown(self, now: float) -> list[Instruction]:
         """Every job is done: wait for the acknowledgements (within a grace under a timeout;
         under ``linger``, once two rounds or more measured silences, until a rank that has not
-        answered is stalled, ``Paces.stalled`` from now)."""
-        out = self.stop(now)
+        answered is stalled, ``Paces.stalled`` from ``now``: the final loss, when the end
+        begins to wait)."""
+        out = self.stop()
         self.stopping = True
         s = self.session
         timeout = s.settings.iteration_timeout

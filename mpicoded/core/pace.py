@@ -42,7 +42,7 @@ class Paces:
         self.silences: deque[float] = deque(maxlen=ROUNDS)  # the median one, last rounds
         self.started = 0.0
         self.median: tuple[float | None] | None = None  # the typical pace, until one changes
-        self.paces: dict[int, float | None] = {}  # each worker's pace, until its own changes
+        self.kept: dict[int, float | None] = {}  # each worker's pace, until its own changes
 
     def open(self, now: float) -> None:
         """A new round, sent out at ``now``."""
@@ -52,7 +52,7 @@ class Paces:
             self.silences.append(statistics.median(self.quiet.values()))
         self.started = now
         self.median = None
-        self.paces.clear()
+        self.kept.clear()
         self.spent.clear()
         self.done.clear()
         self.last.clear()
@@ -82,10 +82,9 @@ class Paces:
     def forget(self, worker: int) -> None:
         """``worker`` is lost: its pace no longer counts in the typical one."""
         for paces in (self.recent, self.spent, self.done, self.last, self.begun, self.back,
-                      self.quiet):
+                      self.quiet, self.kept):
             paces.pop(worker, None)
         self.median = None
-        self.paces.pop(worker, None)
 
     def behind(self, worker: int, rows: int, now: float) -> None:
         """``worker`` had not sent ``rows`` more by ``now``, when the round decoded without
@@ -100,7 +99,7 @@ class Paces:
         """``worker``'s time and rows in the open round, so far."""
         self.spent[worker] = (seconds, rows)
         self.median = None
-        self.paces.pop(worker, None)
+        self.kept.pop(worker, None)
 
     def current(self, worker: int) -> float | None:
         """``worker``'s pace in the open round, if it sent a result in it."""
@@ -110,12 +109,12 @@ class Paces:
     def pace(self, worker: int) -> float | None:
         """``worker``'s pace: its time over its rows in its last rounds, or this one's so far
         if slower (asked for every pair of idle worker and holder at every result: kept)."""
-        if worker in self.paces:
-            return self.paces[worker]
+        if worker in self.kept:
+            return self.kept[worker]
         recent, current = self.recent.get(worker), self.current(worker)
         paces = [sum(s for s, _ in recent) / sum(r for _, r in recent)] if recent else []
         paces += [current] if current is not None else []
-        pace = self.paces[worker] = max(paces) if paces else None
+        pace = self.kept[worker] = max(paces) if paces else None
         return pace
 
     def typical(self) -> float | None:

@@ -79,7 +79,7 @@ class Stream:
             self.theta = self.session.work.theta0()
         if first >= s.iterations:  # resumed at a job's end: its final loss only
             self.done = self.clock
-            out = self.session.ending.stop(self.clock) if self.job == s.jobs - 1 else []
+            out = self.session.ending.stop() if self.job == s.jobs - 1 else []
             return out + self.report(Ready(None), last=True)
         return self.session.open(self.job, first, self.clock, self.theta)
 
@@ -108,7 +108,7 @@ class Stream:
             return out + (self.report(ready) if ready is not None else [])
         self.done = now
         if record.job == s.jobs - 1:  # no more work: STOP now, so that a straggler reads it
-            out += self.session.ending.stop(now)  # with the last purge, and acknowledges while
+            out += self.session.ending.stop()  # with the last purge, and acknowledges while
         if ready is not None and ready.record is not record:  # the last loss is computed here
             out += self.report(ready)
         return out + self.report(Ready(record), last=True)

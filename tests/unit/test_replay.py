@@ -1,7 +1,7 @@
 """Event logs from real mpirun runs (tests/data/events: a purge between jobs, partial work with
 a straggler, two deaths and a re-code, a stream of jobs under the adaptive split, a rank
-throttled to 5% of its share left lingering at the end) replayed
-through a fresh Session: the same instructions, event after event."""
+throttled to 5% of its share left lingering at the end) replayed through a fresh Session:
+the same instructions, event after event."""
 
 from __future__ import annotations
 
@@ -93,5 +93,6 @@ def test_a_log_says_whether_its_session_lets_slow_ranks_linger():
     settings = json.loads(lines[0])
     assert settings["session"]["linger"] is True
     settings["session"]["linger"] = False
-    with pytest.raises(Mismatch, match="LossComputed"):
+    at = next(i for i, line in enumerate(lines) if '"LossComputed"' in line) + 1
+    with pytest.raises(Mismatch, match=f"line {at}: LossComputed"):
         list(replay([json.dumps(settings), *lines[1:]]))

@@ -142,7 +142,7 @@ API = {  # the API page's sections: the objects each documents, by where they ar
                 "mpicoded.core.result.IterationRecord", "mpicoded.options.RunOptions",
                 "mpicoded.options.UsageError"),
     "api-jobs": ("mpicoded.jobs.kinds.GradientJob", "mpicoded.jobs.kinds.MatVecJob"),
-    "api-torch": ("mpicoded.jobs.torchjob.TorchJob",),
+    "api-torch": ("mpicoded.jobs.torchjob.TorchJob", "mpicoded.jobs.batches.ShardSampler"),
     "api-log": ("mpicoded.log.log_to_stderr",),
     "codes-api": ("mpicoded.codes.make_code", "mpicoded.codes.available_codes",
                   "mpicoded.codes.code_parameters", "mpicoded.codes._base.Code",

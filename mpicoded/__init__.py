@@ -17,7 +17,8 @@ for _var in BLAS_VARS:
 
 __version__ = "0.1.0"
 
-from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402 - after the BLAS variables
+from .jobs.batches import ShardSampler  # noqa: E402 - after the BLAS variables
+from .jobs.kinds import GradientJob, MatVecJob  # noqa: E402
 from .log import log_to_stderr  # noqa: E402
 
 if TYPE_CHECKING:  # the names __getattr__ imports when asked for, for type checkers
@@ -44,8 +45,8 @@ def run(job: GradientJob | MatVecJob, comm: MPI.Intracomm | None = None,
         raise UsageError(as_keywords(str(exc)), echoed=exc.echoed) from None
 
 
-__all__ = ["GradientJob", "IterationRecord", "MatVecJob", "RunResult", "TorchJob",
-           "limit_blas_threads", "log_to_stderr", "run"]
+__all__ = ["GradientJob", "IterationRecord", "MatVecJob", "RunResult", "ShardSampler",
+           "TorchJob", "limit_blas_threads", "log_to_stderr", "run"]
 
 
 def __getattr__(name: str) -> type:

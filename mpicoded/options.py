@@ -100,6 +100,14 @@ class RunOptions:
     ``mpicoded.run`` builds it); the plain constructor checks nothing."""
 
     iterations: int = option(50, "default 50", RUN, parse=positive_int)
+    batch_size: int = option(
+        0, "mini-batch SGD (a gradient job): each iteration's gradient is the exact mean over B "
+        "rows, the next B of a seeded shuffle of the data each pass over it (the last short "
+        "batch dropped); the same rows on every rank, whatever the code; 0: full batches; "
+        "default 0", RUN, parse=nonnegative_int, metavar="B")
+    batch_seed: int = option(
+        0, "seeds the mini-batches' shuffle (mpicoded.ShardSampler's seed gives DDP the same "
+        "batches); default 0", RUN, parse=int, metavar="S")
     code: str | None = option(
         None, "default: the scheme measured best for the job's kind (README, \"The default "
         "scheme\"), with its --stragglers and partial work", CODE,

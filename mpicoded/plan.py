@@ -247,7 +247,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
                          "whole tasks (--split adaptive without --code is partial work over "
                          "every worker's copy of the data)")
     try:
-        job = coded(user_job, code)  # reads the data: after every cheap check
+        job = coded(user_job, code, opts.batch_size, opts.batch_seed)  # reads the data: last
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -73,7 +73,8 @@ class Decodes(Shape):
         super().__init__(code, **kwargs)
         self.decoded: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:
         self.decoded.append((decoded, missing))
         return theta
 

@@ -1,5 +1,6 @@
 """A PyTorch user's script, defined only in the tests: an MLP (float64, so that decoding is
-checked to rounding) trained by mpicoded under mpirun, and the same by one process."""
+checked to rounding) trained by mpicoded under mpirun, and the same by one process; in
+mini-batches, the same by PyTorch DDP over ``mpicoded.ShardSampler`` (``ddp`` argv)."""
 
 import json
 import sys
@@ -10,6 +11,7 @@ import torch
 import mpicoded
 
 ITERATIONS = 12
+BATCH, BATCH_SEED = 120, 5  # 10 steps a pass over the 1200 rows: the 12 steps cross into a second
 
 
 def model() -> torch.nn.Module:
@@ -44,11 +46,53 @@ def single_process(iterations: int = ITERATIONS) -> np.ndarray:
     return torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
 
 
-if __name__ == "__main__":  # the script a user would write; argv: the code's name
-    result = mpicoded.run(job(), code=sys.argv[1], stragglers=2, delay="compute",
-                          slow_workers=[2], slow_factor=30, chunk_rows=20,
-                          iterations=ITERATIONS, quiet=True)
+def ddp(rank: int, world: int, out: str) -> None:
+    """One DDP process (gloo; MASTER_ADDR and MASTER_PORT from the environment) of a user's
+    mini-batch loop, mpicoded's sampler in place of DistributedSampler: rank 0 writes the
+    parameters after every step to ``out`` (.npy)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    X, y = data()
+    sampler = mpicoded.ShardSampler(len(y), BATCH, BATCH_SEED, rank, world)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y),
+                                         batch_size=BATCH // world, sampler=sampler)
+    net = DistributedDataParallel(model())
+    opt = optimizer(net.parameters())
+    thetas, epoch = [], 0
+    while len(thetas) < ITERATIONS:
+        sampler.set_epoch(epoch)
+        for inputs, targets in loader:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(inputs), targets).backward()
+            opt.step()
+            thetas.append(torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy())
+            if len(thetas) == ITERATIONS:
+                break
+        epoch += 1
+    if rank == 0:
+        np.save(out, np.array(thetas))
+    dist.destroy_process_group()
+
+
+def main(code: str, batch_size: int) -> None:
+    """The script a user would write: full-batch, or in mini-batches (then every iteration's
+    parameters are printed)."""
+    thetas: list[list[float]] = []
+    result = mpicoded.run(job(), code=code, stragglers=2, delay="compute", slow_workers=[2],
+                          slow_factor=30, chunk_rows=20, iterations=ITERATIONS, quiet=True,
+                          batch_size=batch_size, batch_seed=BATCH_SEED,
+                          callbacks=[lambda record, loss, theta: thetas.append(theta.tolist())])
     if result is not None:
-        print("RESULT", json.dumps({"theta": result.theta.tolist(),
+        print("RESULT", json.dumps({"theta": result.theta.tolist(), "thetas": thetas,
                                     "purged": result.totals["purged_tasks"],
                                     "loss": result.losses[-1]}))
+
+
+if __name__ == "__main__":  # argv: the code's name [batch size], or ddp RANK WORLD OUT
+    if sys.argv[1] == "ddp":
+        ddp(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    else:
+        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

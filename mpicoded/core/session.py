@@ -69,8 +69,8 @@ class Workload(Protocol):
 
     def theta0(self) -> np.ndarray: ...
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray,
-               missing: np.ndarray) -> np.ndarray: ...
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray: ...
 
 
 @dataclass

@@ -10,6 +10,7 @@ from ..codes import Code
 from ..codes.partial import piece_cost
 from ..delays import DelayModel
 from ..jobs import Coded
+from ..jobs.batches import Batches
 from ..jobs.task import Block, Terms
 from .piecelist import Runs
 from .piecetable import PieceTable
@@ -46,6 +47,10 @@ class WorkerSetup:
     pieces: dict[int, tuple[int, int, int]] | None = None
     # how its own share's pieces join into runs (one call, one value): None, one at a time
     runs: Runs | None = None
+    # mini-batches: which rows of its blocks each iteration computes, and where each partition
+    # begins in the rows they number (the data's end last)
+    batches: Batches | None = None
+    bounds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ class SetupShared:
                             single_message=self.code.messages == "single",
                             chunk_rows=self.chunk_rows, purge=self.purge, kill_at=kill_at,
                             report_progress=self.report_progress, epoch=self.epoch,
-                            trace=self.trace, data_coded=job.data_coded, half=job.half)
+                            trace=self.trace, data_coded=job.data_coded, half=job.half,
+                            batches=job.batches, bounds=job.bounds)
         table = None if self.pieces is None else PieceTable.of(self.pieces)
         if self.pieces is not None and table is not None:
             holds = table.holds[index]

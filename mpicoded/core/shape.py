@@ -28,6 +28,7 @@ class Shape:
     width: int = 1
     data_coded: bool = False
     free_loss: bool = False
+    share: float = 1.0  # under mini-batches: the share of the rows a step computes
     decoded_loss: float | None = field(default=None, init=False)
 
     def recoded(self, code: Code) -> Shape:
@@ -35,7 +36,8 @@ class Shape:
         rows = [len(r) for r in row_blocks(sum(self.rows), code.n_partitions)] \
             if self.rows else []
         height = max(rows) if self.height and rows else 0
-        return Shape(code, None, rows, height, self.width, self.data_coded, self.free_loss)
+        return Shape(code, None, rows, height, self.width, self.data_coded, self.free_loss,
+                     self.share)
 
     def pieces(self, chunk_rows: int, fit: bool = False) -> Code:
         if self.height:
@@ -43,7 +45,8 @@ class Shape:
         return cut_rows(self.code, list(self.rows), chunk_rows, fit)
 
     def default_chunk_rows(self) -> int:
-        return default_chunk_rows(self.width, self.height or max(self.rows, default=0))
+        return default_chunk_rows(self.width, self.height or max(self.rows, default=0),
+                                  self.share)
 
     def task_cost(self) -> np.ndarray:
         if self.cost is not None:
@@ -55,5 +58,6 @@ class Shape:
     def theta0(self) -> np.ndarray:
         return np.zeros(1)
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:
         return theta

@@ -92,7 +92,7 @@ class Stream:
         s, work = self.settings, self.session.work  # re-coded after deaths
         produced = self.theta.copy() if work.free_loss else None  # where this iteration began
         if result is not None:
-            self.theta = work.update(self.theta, result, missing)
+            self.theta = work.update(self.theta, result, missing, record.iteration)
         out: list[Instruction] = []
         t = record.iteration
         if s.checkpoint_every and (t + 1) % s.checkpoint_every == 0:

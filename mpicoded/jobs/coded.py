@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..codes import Code
+from .batches import Batches
 from .kinds import AnyJob, job_name
 from .task import Block, Kernel, Terms, run_task
 
@@ -18,8 +19,9 @@ RESULT_DTYPES = ("float64", "float32")
 class Coded:
     """What the master needs of a coded job; subclasses say how blocks are made and decoded."""
 
-    def __init__(self, job: AnyJob, code: Code) -> None:
+    def __init__(self, job: AnyJob, code: Code, batch_size: int = 0, batch_seed: int = 0) -> None:
         self.job, self.code = job, code
+        self.batch_size, self.batch_seed = batch_size, batch_seed
         self.name = job_name(job)
         dtype = getattr(job, "result_dtype", "float64")
         if dtype not in RESULT_DTYPES:
@@ -33,13 +35,15 @@ class Coded:
     decoded_loss: float | None = None  # the loss at the theta the last update started from
     data_coded = False  # B applied to the data (coded blocks), else to the results
     kernel: Kernel  # set by each subclass
+    batches: Batches | None = None  # mini-batches: which rows each step computes
+    bounds: tuple[int, ...] = ()  # under mini-batches: where each partition begins, and the end
 
     def recoded(self, code: Code) -> Coded:
         """The same job under another code (after workers died): coded on the side that is
         cheaper under it."""
         from .registry import coded  # the registry imports this class's subclasses
 
-        return coded(self.job, code)
+        return coded(self.job, code, self.batch_size, self.batch_seed)
 
     def entries(self) -> tuple[np.ndarray, float]:  # pragma: no cover - abstract
         """Matrix entries each task multiplies (rows x columns, non-zeros where sparse), and
@@ -105,8 +109,9 @@ class Coded:
                              f"({self.dim},)")
         return x
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray,
-               missing: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:  # pragma: no cover - abstract
+        """The iterate after step ``step`` (its iteration) from its decoded target."""
         raise NotImplementedError
 
     def prepare_update(self) -> None:

@@ -210,7 +210,8 @@ class CodedMatVec(DataCoded, Coded):
         the grid (``grid_step``), or a multiple of that."""
         return cut_ranges(self.code, self.result_size, chunk_rows, fit)
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:
         """``step`` with y = A @ x reassembled from the blocks (NaN rows for missed blocks)."""
         y = np.concatenate([decoded[j, : len(r)] for j, r in enumerate(self.rows)])
         return np.asarray(self.job.step(theta, y), dtype=np.float64)

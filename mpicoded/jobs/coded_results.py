@@ -10,6 +10,7 @@ import numpy as np
 
 from ..codes import Code
 from ..codes.partial import cut_rows
+from .batches import Batches
 from .coded import Coded
 from .kernels import gradient_kernel
 from .kinds import GradientJob, overrides
@@ -23,9 +24,11 @@ class CodedGradient(Coded):
 
     job: GradientJob
 
-    def __init__(self, job: GradientJob, code: Code, parts: list[Any] | None = None) -> None:
-        """``parts``: the job's blocks(k) already read (else read here)."""
-        super().__init__(job, code)
+    def __init__(self, job: GradientJob, code: Code, parts: list[Any] | None = None,
+                 batch_size: int = 0, batch_seed: int = 0) -> None:
+        """``parts``: the job's blocks(k) already read (else read here); ``batch_size``:
+        mini-batches of that many rows, shuffled by ``batch_seed`` (0: full batches)."""
+        super().__init__(job, code, batch_size, batch_seed)
         self.kernel = gradient_kernel(job, False)
         k = code.n_partitions
         self.dim = int(job.dim)
@@ -43,6 +46,23 @@ class CodedGradient(Coded):
             if len(self.parts) != k:
                 raise ValueError(f"{self.name}.blocks({k}) returned {len(self.parts)} blocks; "
                                  f"expected {k}")
+        if batch_size:
+            self.batches, self.bounds = self._batched(batch_size, batch_seed)
+
+    def _batched(self, size: int, seed: int) -> tuple[Batches, tuple[int, ...]]:
+        """The run's mini-batches, and where each partition begins in the rows they number;
+        ValueError where the job cannot be trained so."""
+        if not overrides(self.job, "batch_rows", GradientJob):
+            raise ValueError(f"--batch-size: {self.name} does not define batch_rows(rows), which "
+                             "tells its step how many rows of a mini-batch it divides by; "
+                             "drop --batch-size to train on full batches")
+        if self._remote or not self.job.additive or any(row_arrays(p) is None
+                                                        for p in self.parts):
+            raise ValueError(f"--batch-size: {self.name}'s blocks must be arrays (or tuples of "
+                             "them) held by rank 0 and summed over rows (additive), to be "
+                             "sampled by rows")
+        bounds = tuple(int(b) for b in np.cumsum([0, *(row_count(p) for p in self.parts)]))
+        return Batches(bounds[-1], size, seed), bounds
 
     @property
     def remote(self) -> bool:
@@ -94,7 +114,8 @@ class CodedGradient(Coded):
     def shape(self) -> dict[str, Any]:
         arrays = bool(self.parts) and row_arrays(self.parts[0]) is not None
         rows = [row_count(p) for p in self.parts] if arrays else []
-        return {**super().shape(), "rows": rows}
+        share = {} if self.batches is None else {"share": self.batches.share}
+        return {**super().shape(), "rows": rows, **share}
 
     def default_chunk_width(self) -> int:
         return row_width(self.parts[0]) if self.parts else self.dim
@@ -111,7 +132,9 @@ class CodedGradient(Coded):
         """About 2 MB of data a chunk (CHUNK_ELEMENTS), from the data's shape alone."""
         if not self.parts or row_arrays(self.parts[0]) is None:  # remote, or computed whole
             return default_chunk_rows(self.default_chunk_width())
-        return default_chunk_rows(self.default_chunk_width(), max(row_count(p) for p in self.parts))
+        share = 1.0 if self.batches is None else self.batches.share
+        return default_chunk_rows(self.default_chunk_width(),
+                                  max(row_count(p) for p in self.parts), share)
 
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.theta0(), "theta0")
@@ -119,8 +142,12 @@ class CodedGradient(Coded):
     def prepare_update(self) -> None:
         self.job.prepare_step()
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
-        """``step`` with the sum over the partitions the decode covers."""
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:
+        """``step`` with the sum over the partitions the decode covers (their rows in step
+        ``step``'s batch told first, under mini-batches)."""
+        if self.batches is not None:
+            self.job.batch_rows(self.batches.counts(step, self.bounds))
         covered = np.setdiff1d(self._every, missing) if len(missing) else self._every
         total = decoded if self.code.target == "sum" else decoded[covered].sum(axis=0)
         if self.free_loss:

@@ -24,7 +24,8 @@ class GradientJob:
     Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
     with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
-    work between the two), ``theta0()``, ``prepare_step()`` and ``summary``.
+    work between the two), ``theta0()``, ``prepare_step()``, ``summary`` and ``batch_rows``
+    (mini-batch SGD).
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -113,6 +114,13 @@ class GradientJob:
         """The loss at theta from ``total``, the sum of ``block_loss`` over the partitions in
         ``covered`` (all k, or fewer under a tolerance); default: the sum itself."""
         return float(total)
+
+    def batch_rows(self, rows: np.ndarray) -> None:
+        """Under mini-batches (``batch_size``): each partition's rows in the step about to be
+        taken, told on rank 0 before ``combine_loss`` and ``step``, which then divide by the
+        covered partitions' rows in the batch, not in the data. A job that does not define it
+        trains on full batches only."""
+        raise NotImplementedError
 
     def theta0(self) -> np.ndarray:
         """Where descent starts: zeros of length ``dim``."""

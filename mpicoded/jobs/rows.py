@@ -50,6 +50,14 @@ def take_rows(block: Any, start: int, stop: int) -> Any:
     return row_range(block, start, stop)
 
 
+def pick_rows(block: Any, rows: np.ndarray) -> Any:
+    """The given rows of a block that can be cut (``row_arrays``), in that order: a copy (a
+    mini-batch's rows are scattered)."""
+    if isinstance(block, tuple):
+        return tuple(p[rows] for p in block)
+    return block[rows]
+
+
 def row_range(matrix: Any, start: int, stop: int) -> Any:
     """Rows [start, stop) of an array or a sparse matrix without copying its entries: scipy's
     slice of a CSR matrix copies them (and faults their pages in) at every call, 5.5 times

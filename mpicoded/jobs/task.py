@@ -27,12 +27,13 @@ Terms = tuple[tuple[int, float], ...]  # (block key, coefficient) pairs of one t
 CHUNK_ELEMENTS = 250_000
 
 
-def default_chunk_rows(columns: int, rows: int = 0) -> int:
+def default_chunk_rows(columns: int, rows: int = 0, share: float = 1.0) -> int:
     """Rows a chunk of a ``columns``-wide block holds: CHUNK_ELEMENTS entries. Given the
     block's ``rows``, the chunks cut it evenly, the nearest whole number of them (at most 1.5
     times the nominal size): 10000 rows at 2475 a chunk are four chunks of 2500, not four and a
-    100-row remainder that costs a whole kernel call of its own."""
-    nominal = max(1, CHUNK_ELEMENTS // max(1, columns))
+    100-row remainder that costs a whole kernel call of its own. Under mini-batches a step
+    computes a ``share`` of a block's rows: a chunk spans the rows of which that many are."""
+    nominal = max(1, round(CHUNK_ELEMENTS // max(1, columns) / share))
     if rows <= 0:
         return nominal
     chunks = max(1, round(rows / nominal))
@@ -88,6 +89,8 @@ def run_piece(kernel: Kernel, rows: Block, theta: np.ndarray, size: int,
     ``repeat`` as in ``run_task``."""
     out = np.zeros(size)
     n = kernel.rows(rows)
+    if n == 0:  # a mini-batch may have none of a piece's rows: their sum is zero
+        return out
     kernel.accumulate(rows, theta, 0, n, 1.0, out)
     if repeat > 1:
         _Burn(kernel, size, repeat - 1.0)(rows, theta, 0, n, 1.0)

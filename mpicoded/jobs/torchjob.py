@@ -23,13 +23,15 @@ Data: TypeAlias = tuple[Any, Any] | torch.utils.data.Dataset[Any]
 
 
 class TorchJob(GradientJob):
-    """Full-batch training of ``model`` under ``loss`` (``reduction="sum"``: a sum over rows, so
-    partitions' gradients add up) on ``data``: (inputs, targets) as tensors or arrays, a
+    """Training of ``model`` under ``loss`` (``reduction="sum"``: a sum over rows, so partitions'
+    gradients add up) on ``data``: (inputs, targets) as tensors or arrays, a
     ``torch.utils.data.Dataset`` of (input, target) pairs, or a callable returning either
-    (called on rank 0 only, at placement). Each step rank 0 sets the parameters' gradients to
-    the decoded sum over the rows it covers, divided by their number (the mean loss's
-    gradient), and calls ``optimizer.step()``: ``optimizer`` builds one from the parameters
-    (default: SGD at ``lr``); it lives on rank 0 for the whole run, momentum and all.
+    (called on rank 0 only, at placement); full-batch, or in mini-batches (``batch_size``: the
+    rows numbered as ``data``'s, as ``ShardSampler`` deals them to DDP). Each step rank 0 sets
+    the parameters' gradients to the decoded sum over the rows it covers (of the step's batch)
+    divided by their number (the mean loss's gradient), and calls ``optimizer.step()``:
+    ``optimizer`` builds one from the parameters (default: SGD at ``lr``); it lives on rank 0
+    for the whole run, momentum and all.
 
     Build the job on every rank with the same model (the same seed): rank 0's parameters are
     where descent starts. A model whose rows interact (batch norm in training mode) is not a
@@ -64,6 +66,7 @@ class TorchJob(GradientJob):
         self.start = self.flat()  # where every job's descent starts, and with what state
         self.fresh = copy.deepcopy(self.optimizer.state_dict())
         self.sizes: list[int] = []
+        self.counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -124,8 +127,15 @@ class TorchJob(GradientJob):
             return None
         return sum(self.block_loss(b, theta) for b in self.placed) / sum(self.sizes)
 
+    def batch_rows(self, rows: np.ndarray) -> None:
+        self.counted = rows
+
     def rows(self, covered: np.ndarray) -> int:
-        return sum(self.sizes[j] for j in np.asarray(covered).reshape(-1))
+        """The rows the covered partitions' sum is over: in the step's batch, or in the data."""
+        covered = np.asarray(covered).reshape(-1)
+        if self.counted is not None:
+            return int(self.counted[covered].sum())
+        return sum(self.sizes[j] for j in covered)
 
     def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
         """The mean loss over the covered rows."""

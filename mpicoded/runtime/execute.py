@@ -63,11 +63,15 @@ def _banner(plan: Plan, n_workers: int) -> list[str]:
     title = getattr(plan.job.job, "title", job_name(plan.job.job))
     facts = plan.job.describe()
     what = "non-zeros" if "task_nonzeros" in facts else "matrix entries"
+    batches = plan.job.batches
+    steps = "" if batches is None else (
+        f"; mini-batches of {batches.size} of its {batches.rows} rows, {batches.steps_per_pass} "
+        f"steps a pass (seed {batches.seed}): a step computes their share")
     return [f"{title}: code {code.name} {settings} ({code.n_tasks} tasks), {n_workers} "
             f"workers, tolerance {plan.tolerance} partitions, delay {opts.delay}",
             f"coded on its {facts['coded_on']}: a task multiplies {facts['task_entries']:.0f} "
             f"{what} (mean; at most {facts['task_cost_ratio']:.2g}x a plain partition's "
-            f"{facts['partition_entries']:.0f})"]
+            f"{facts['partition_entries']:.0f}){steps}"]
 
 
 def _each_iteration(calls: list[Callable[..., Any]], record: Any, loss: float | None,

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.piecelist import Run
 from ..core.protocol import Message, iterate_fields, run_ids
 from ..core.trace import SENT, TraceEntry
+from ..jobs.batches import StepRows
 from ..jobs.task import run_piece
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ def run_pieces(worker: Worker, msg: Message) -> None:
         return
     repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
     pieces, kernel, size, sleeps = setup.pieces, worker.kernel, setup.result_size, delay.sleeps
+    batch = None if setup.batches is None else StepRows(setup.batches, setup.bounds,
+                                                        setup.blocks, msg.iteration)
     values: dict[int, np.ndarray] = {}
     entries: dict[int, TraceEntry] = {}
 
@@ -51,9 +54,10 @@ def run_pieces(worker: Worker, msg: Message) -> None:
         began, computing = time.perf_counter(), time.monotonic()
         key, start, _ = pieces[run[0]]
         stop = pieces[run[-1]][2]
-        values[run[0]] = run_piece(kernel, worker.piece_block(key, start, stop), theta, size,
-                                   repeat)
-        worker.rows += stop - start
+        rows = worker.piece_block(key, start, stop) if batch is None else \
+            batch.piece(key, start, stop)
+        values[run[0]] = run_piece(kernel, rows, theta, size, repeat)
+        worker.rows += kernel.rows(rows)
         worker.computed += len(run)
         if sleeps:  # runs of one piece (``Runs`` is off)
             model_time = delay.task_delay(setup.worker, msg.job, msg.iteration, plist.slot - 1,

@@ -5,13 +5,15 @@ one-message code)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.protocol import Message, Tag, iterate_fields, pack_progress
 from ..core.trace import SENT, TraceEntry
-from ..jobs.task import run_task
+from ..jobs.batches import StepRows
+from ..jobs.task import Block, run_task
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -27,6 +29,11 @@ def run_tasks(worker: Worker, msg: Message) -> None:
         worker.trace_skipped(msg, tasks)
         return
     setup, delay, kernel = worker.setup, worker.setup.delay, worker.kernel
+    blocks: Mapping[int, Block] = setup.blocks
+    chunk_rows = setup.chunk_rows
+    if setup.batches is not None:  # the step's rows of each block; chunks of as many rows
+        blocks = StepRows(setup.batches, setup.bounds, setup.blocks, msg.iteration)
+        chunk_rows = chunk_rows and max(1, round(chunk_rows * setup.batches.share))
     repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)
     done_tasks: list[int] = []
     done_values: list[np.ndarray] = []
@@ -42,10 +49,10 @@ def run_tasks(worker: Worker, msg: Message) -> None:
         if not (i and worker.interrupted()):  # between tasks, as between chunks
             if setup.remote:
                 worker.load(setup.blocks, setup.terms[task])
-            value, fraction, chunks = run_task(kernel, setup.blocks, setup.terms[task], theta,
-                                               setup.result_size, setup.chunk_rows, repeat,
+            value, fraction, chunks = run_task(kernel, blocks, setup.terms[task], theta,
+                                               setup.result_size, chunk_rows, repeat,
                                                worker.interrupted)
-            worker.rows += round(fraction * sum(kernel.rows(setup.blocks[key])
+            worker.rows += round(fraction * sum(kernel.rows(blocks[key])
                                                 for key, _ in setup.terms[task]))
         dropped = value is None
         if not dropped:

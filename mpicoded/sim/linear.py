@@ -34,11 +34,12 @@ class Linear(Shape):
     def theta0(self) -> np.ndarray:
         return np.ones(self.b.shape[1])
 
-    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    def update(self, theta: np.ndarray, decoded: np.ndarray, missing: np.ndarray,
+               step: int) -> np.ndarray:
         return theta - LR * decoded
 
     def serial(self, iterations: int) -> np.ndarray:
         theta = self.theta0()
         for _ in range(iterations):
-            theta = self.update(theta, self.rows_value(0, len(self.a), theta), np.array([]))
+            theta = self.update(theta, self.rows_value(0, len(self.a), theta), np.array([]), 0)
         return theta

@@ -33,7 +33,7 @@ def reference_thetas(job, code, iterations):
         for t in range(code.n_tasks):
             if dec.add(t, job.compute(t, thetas[-1])):
                 break
-        thetas.append(job.update(thetas[-1], dec.result(), dec.missing_partitions))
+        thetas.append(job.update(thetas[-1], dec.result(), dec.missing_partitions, 0))
     return thetas[1:]
 
 

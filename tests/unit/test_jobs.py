@@ -43,7 +43,7 @@ def decode(job, theta, skip=(), tolerance=0, chunk_rows=0):
 
 
 def step_of(job, theta, dec):
-    return job.update(theta, dec.result(), dec.missing_partitions)
+    return job.update(theta, dec.result(), dec.missing_partitions, 0)
 
 
 CODES = [("frc", {"stragglers": 1}), ("gfrc", {"stragglers": 3}), ("cyclic", {"stragglers": 2}),
@@ -264,7 +264,7 @@ def test_missed_blocks_reach_step_as_nan():
     dec = decode(job, x, skip=(1,), tolerance=1)
     seen = []
     user.step = lambda x, y: seen.append(y) or x  # type: ignore[method-assign]
-    job.update(x, dec.result(), dec.missing_partitions)
+    job.update(x, dec.result(), dec.missing_partitions, 0)
     assert np.isnan(seen[0][4:8]).all() and np.allclose(seen[0][:4], (user.A @ x)[:4])
 
 
@@ -474,7 +474,7 @@ def test_the_decoded_loss_is_rank_0s_full_data_loss(cls, codename, params):
     assert job.free_loss and job.result_size == 7
     theta = np.random.default_rng(1).standard_normal(6) * 0.2
     job.update(theta, *(lambda d: (d.result(), d.missing_partitions))(
-        decode(job, theta, chunk_rows=17)))
+        decode(job, theta, chunk_rows=17)), 0)
     assert job.decoded_loss == pytest.approx(user.loss(theta), rel=1e-12)
 
 
@@ -484,7 +484,7 @@ def test_under_a_tolerance_the_loss_covers_the_partitions_decoded():
     theta = np.full(5, 0.2)
     dec = job.code.decoder(tolerance=2)
     assert dec.add(2, job.compute(2, theta))
-    job.update(theta, dec.result(), dec.missing_partitions)
+    job.update(theta, dec.result(), dec.missing_partitions, 0)
     X, y = user.data.X[40:], user.data.y[40:]
     assert job.decoded_loss == pytest.approx(0.5 * np.mean((X @ theta - y) ** 2), rel=1e-12)
 

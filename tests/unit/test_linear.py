@@ -92,7 +92,7 @@ def test_linreg_theta_under_every_code_is_serial_descent(name, params):
             if ran and dec.add(t, job.compute(t, theta, 2)):
                 break
         assert dec.ready
-        theta = job.update(theta, dec.result(), dec.missing_partitions)
+        theta = job.update(theta, dec.result(), dec.missing_partitions, 0)
         serial = serial - user.step_size * X.T @ (X @ serial - y) / len(y)
     assert np.linalg.norm(theta - serial) <= 1e-9 * np.linalg.norm(serial)
 
@@ -105,7 +105,7 @@ def test_the_decoded_loss_of_a_data_coded_job_is_the_full_data_loss():
     dec = job.code.decoder(0)
     for t in (5, 3, 2, 4):  # any 4 of 6
         dec.add(t, job.compute(t, theta, 4))
-    job.update(theta, dec.result(), dec.missing_partitions)
+    job.update(theta, dec.result(), dec.missing_partitions, 0)
     assert job.decoded_loss == pytest.approx(user.loss(theta), rel=1e-12)
 
 

@@ -54,7 +54,8 @@ def test_keywords_are_coerced_like_flags():
 
 
 @pytest.mark.parametrize(("given", "message"), [
-    ({"stragler": 3}, "'stragler' is not an option of mpicoded.run; allowed: iterations, code"),
+    ({"stragler": 3}, "'stragler' is not an option of mpicoded.run; allowed: iterations, batch_size, "
+     "batch_seed, code"),
     ({"code": "turbo"}, r"code='turbo' is not one of \['cpgc'"),
     ({"iterations": 0}, "iterations=0 is not a valid value: 0 is out of range"),
     ({"iterations": 2.5}, "iterations=2.5 is not a valid value"),

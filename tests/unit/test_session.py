@@ -252,7 +252,7 @@ class Partitions(Decodes):
     def recoded(self, code):
         return Partitions(code)
 
-    def update(self, theta, decoded, missing):
+    def update(self, theta, decoded, missing, step):
         self.steps.append(self.code.n_partitions)
         return theta
 

@@ -1,0 +1,65 @@
+"""End to end: mini-batch SGD of a torch model through mpirun, with a purged straggler, against
+real PyTorch DDP (gloo, three processes) over ``mpicoded.ShardSampler``: the same parameters
+step by step."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpicoded.launcher.process import run_mpi
+
+SCRIPT = Path(__file__).parents[1] / "torch_job.py"
+DDP_WORLD = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ddp_thetas(tmp_path_factory):
+    """Every step's parameters of the DDP run (rank 0's)."""
+    pytest.importorskip("torch", reason="needs the torch extra")
+    out = tmp_path_factory.mktemp("ddp") / "thetas.npy"
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    procs = [subprocess.Popen([sys.executable, str(SCRIPT), "ddp", str(rank), str(DDP_WORLD),
+                               str(out)], env=env, start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in range(DDP_WORLD)]
+    try:
+        outputs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[-2000:] for o in outputs)
+    return np.load(out)
+
+
+@pytest.mark.parametrize("code", ["gfrc", "cyclic"])
+def test_mini_batches_through_mpirun_equal_ddp_step_by_step(code, ddp_thetas):
+    """gfrc s=2 (partial work: pieces of the step's rows) and cyclic s=2 (whole coded tasks
+    over them), a worker really computing 30x over and purged: every step's parameters those
+    of DDP's loop, across a pass's end (float64)."""
+    from torch_job import BATCH, ITERATIONS, single_process
+
+    done = run_mpi(7, [str(SCRIPT), code, str(BATCH)], timeout=180)
+    assert done.returncode == 0, done.output[-3000:]
+    got = json.loads(next(s for s in done.output.splitlines()
+                          if s.startswith("RESULT "))[len("RESULT "):])
+    thetas = np.array(got["thetas"])
+    assert got["purged"] > 0 and thetas.shape == ddp_thetas.shape == (ITERATIONS, thetas.shape[1])
+    np.testing.assert_allclose(thetas, ddp_thetas, rtol=1e-9, atol=1e-12)
+    # and mini-batches they were: full-batch training lands elsewhere
+    assert not np.allclose(thetas[-1], single_process(), rtol=1e-3, atol=1e-6)

@@ -1,4 +1,5 @@
-"""Checkpoints of a training run: theta, where the run is, and a fingerprint of its settings.
+"""Checkpoints of a training run: theta, where the run is, the job's own state (an optimizer's)
+and a fingerprint of its settings.
 
 Written atomically (a temporary file in the same directory, then os.replace), so a master killed
 while writing leaves the previous checkpoint intact. The run draws no random numbers of its own
@@ -31,6 +32,7 @@ class Checkpoint:
     iteration: int
     theta: np.ndarray
     fingerprint: str
+    state: np.ndarray | None = None  # the job's state beside theta (``GradientJob.state``)
 
 
 def fingerprint(settings: dict[str, Any]) -> str:
@@ -39,9 +41,12 @@ def fingerprint(settings: dict[str, Any]) -> str:
 
 
 def save(directory: str | Path, point: Checkpoint) -> None:
-    write_atomically(Path(directory) / FILE, lambda f: np.savez(
-        f, theta=point.theta, job=point.job, iteration=point.iteration,
-        fingerprint=np.array(point.fingerprint)))
+    arrays: dict[str, Any] = {"theta": point.theta, "job": point.job,
+                              "iteration": point.iteration,
+                              "fingerprint": np.array(point.fingerprint)}
+    if point.state is not None:
+        arrays["state"] = point.state
+    write_atomically(Path(directory) / FILE, lambda f: np.savez(f, **arrays))
 
 
 def write_atomically(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
@@ -69,7 +74,8 @@ def load(directory: str | Path, expected: str) -> Checkpoint:
     try:
         with np.load(path) as f:
             point = Checkpoint(int(f["job"]), int(f["iteration"]), np.array(f["theta"]),
-                               str(f["fingerprint"]))
+                               str(f["fingerprint"]),
+                               np.array(f["state"]) if "state" in f.files else None)
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"--resume: {path} cannot be read: {exc}") from None
     if point.fingerprint != expected:

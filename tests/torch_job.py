@@ -77,13 +77,16 @@ def ddp(rank: int, world: int, out: str) -> None:
     dist.destroy_process_group()
 
 
-def main(code: str, batch_size: int) -> None:
-    """The script a user would write: full-batch, or in mini-batches (then every iteration's
-    parameters are printed)."""
+def main(code: str, batch_size: int, iterations: int = ITERATIONS,
+         checkpoint: str | None = None, resume: bool = False) -> None:
+    """The script a user would write: full-batch, or in mini-batches; every iteration's
+    parameters are printed (those of the iterations this run did, if it resumed)."""
     thetas: list[list[float]] = []
+    saving = {} if checkpoint is None else {"checkpoint": checkpoint, "checkpoint_every": 7,
+                                            "resume": resume}
     result = mpicoded.run(job(), code=code, stragglers=2, delay="compute", slow_workers=[2],
-                          slow_factor=30, chunk_rows=20, iterations=ITERATIONS, quiet=True,
-                          batch_size=batch_size, batch_seed=BATCH_SEED,
+                          slow_factor=30, chunk_rows=20, iterations=iterations, quiet=True,
+                          batch_size=batch_size, batch_seed=BATCH_SEED, **saving,
                           callbacks=[lambda record, loss, theta: thetas.append(theta.tolist())])
     if result is not None:
         print("RESULT", json.dumps({"theta": result.theta.tolist(), "thetas": thetas,
@@ -91,8 +94,11 @@ def main(code: str, batch_size: int) -> None:
                                     "loss": result.losses[-1]}))
 
 
-if __name__ == "__main__":  # argv: the code's name [batch size], or ddp RANK WORLD OUT
-    if sys.argv[1] == "ddp":
+if __name__ == "__main__":  # argv: CODE [BATCH [ITERATIONS CHECKPOINT [resume]]], or
+    if sys.argv[1] == "ddp":  # ddp RANK WORLD OUT
         ddp(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
-        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+        args = sys.argv[1:]
+        main(args[0], int(args[1]) if len(args) > 1 else 0,
+             int(args[2]) if len(args) > 2 else ITERATIONS, args[3] if len(args) > 3 else None,
+             args[4:] == ["resume"])

@@ -114,6 +114,13 @@ class Coded:
         """The iterate after step ``step`` (its iteration) from its decoded target."""
         raise NotImplementedError
 
+    def state(self) -> np.ndarray | None:
+        """The job's state beside theta, for a checkpoint (``GradientJob.state``)."""
+        return None
+
+    def restore(self, state: np.ndarray) -> None:
+        """A checkpoint's ``state()`` given back to the job."""
+
     def prepare_update(self) -> None:
         """Rank 0's one-off work for ``update``, done while the set-ups travel."""
 

@@ -139,6 +139,12 @@ class CodedGradient(Coded):
     def theta0(self) -> np.ndarray:
         return self.first_iterate(self.job.theta0(), "theta0")
 
+    def state(self) -> np.ndarray | None:
+        return self.job.state()
+
+    def restore(self, state: np.ndarray) -> None:
+        self.job.restore(state)
+
     def prepare_update(self) -> None:
         self.job.prepare_step()
 

@@ -24,8 +24,8 @@ class GradientJob:
     Define ``dim``, ``blocks(k)`` (or ``load_block(j, k)``), ``compute(block, theta)`` and
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
     with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
-    work between the two), ``theta0()``, ``prepare_step()``, ``summary`` and ``batch_rows``
-    (mini-batch SGD).
+    work between the two), ``theta0()``, ``prepare_step()``, ``summary``, ``batch_rows``
+    (mini-batch SGD), and ``state`` with ``restore`` (checkpoints of an optimizer's state).
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -121,6 +121,14 @@ class GradientJob:
         covered partitions' rows in the batch, not in the data. A job that does not define it
         trains on full batches only."""
         raise NotImplementedError
+
+    def state(self) -> np.ndarray | None:
+        """Rank 0's state beside theta that later steps depend on (an optimizer's momentum),
+        as one array, for checkpoints; None: the job has none."""
+        return None
+
+    def restore(self, state: np.ndarray) -> None:
+        """Take back the ``state()`` of a checkpoint: a resumed run goes on as it would have."""
 
     def theta0(self) -> np.ndarray:
         """Where descent starts: zeros of length ``dim``."""

@@ -11,6 +11,7 @@ where a TorchJob is built.
 from __future__ import annotations
 
 import copy
+import io
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeAlias, cast
 
@@ -31,7 +32,9 @@ class TorchJob(GradientJob):
     the parameters' gradients to the decoded sum over the rows it covers (of the step's batch)
     divided by their number (the mean loss's gradient), and calls ``optimizer.step()``:
     ``optimizer`` builds one from the parameters (default: SGD at ``lr``); it lives on rank 0
-    for the whole run, momentum and all.
+    for the whole run, momentum and all, and checkpoints keep its state. ``scheduler`` builds a
+    learning-rate scheduler from the optimizer (``torch.optim.lr_scheduler``), stepped after
+    every optimizer step: give a per-pass schedule in steps (steps a pass are in the banner).
 
     Build the job on every rank with the same model (the same seed): rank 0's parameters are
     where descent starts. A model whose rows interact (batch norm in training mode) is not a
@@ -48,7 +51,8 @@ class TorchJob(GradientJob):
                  data: Data | Callable[[], Data],
                  optimizer: Callable[[Iterable[torch.nn.Parameter]], Any] | None = None,
                  lr: float = 0.1, threads: int | None = 1,
-                 result_dtype: str = "float64") -> None:
+                 result_dtype: str = "float64",
+                 scheduler: Callable[[Any], Any] | None = None) -> None:
         reduction = getattr(loss, "reduction", "sum")
         if reduction != "sum":
             raise ValueError(f"TorchJob: the loss must sum over rows (reduction='sum'), got "
@@ -63,8 +67,9 @@ class TorchJob(GradientJob):
         self.dim = sum(p.numel() for p in self.params)
         self.dtype = self.params[0].dtype
         self.optimizer = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=lr)))(self.params)
+        self.scheduler = None if scheduler is None else scheduler(self.optimizer)
         self.start = self.flat()  # where every job's descent starts, and with what state
-        self.fresh = copy.deepcopy(self.optimizer.state_dict())
+        self.fresh = self._states()
         self.sizes: list[int] = []
         self.counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
@@ -90,8 +95,9 @@ class TorchJob(GradientJob):
         return self.placed
 
     def _load(self, theta: np.ndarray) -> None:
-        """The model's parameters from the flat vector ``theta``."""
-        vector = torch.from_numpy(np.ascontiguousarray(theta)).to(self.dtype)
+        """The model's parameters from the flat vector ``theta``, copied: parameters that
+        viewed it (float64) made the optimizer's step write into the caller's theta."""
+        vector = torch.tensor(np.asarray(theta), dtype=self.dtype)
         torch.nn.utils.vector_to_parameters(vector, self.params)
 
     def _forward(self, block: tuple[np.ndarray, np.ndarray]) -> torch.Tensor:
@@ -150,13 +156,38 @@ class TorchJob(GradientJob):
             p.grad = grad[start:start + p.numel()].reshape(p.shape).to(p.dtype).clone()
             start += p.numel()
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         return self.flat()
 
+    def _states(self) -> dict[str, Any]:
+        """The optimizer's and the scheduler's states, copied."""
+        states = {"optimizer": self.optimizer.state_dict()}
+        if self.scheduler is not None:
+            states["scheduler"] = self.scheduler.state_dict()
+        return copy.deepcopy(states)
+
+    def _load_states(self, states: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(states["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(states["scheduler"])
+
+    def state(self) -> np.ndarray:
+        """The optimizer's state (momentum, Adam's moments, the step) and the scheduler's, as
+        ``torch.save`` bytes: a checkpoint's."""
+        buffer = io.BytesIO()
+        torch.save(self._states(), buffer)
+        state: np.ndarray = np.frombuffer(buffer.getvalue(), dtype=np.uint8).copy()
+        return state
+
+    def restore(self, state: np.ndarray) -> None:
+        self._load_states(torch.load(io.BytesIO(state.tobytes()), weights_only=True))
+
     def theta0(self) -> np.ndarray:
-        """The model's parameters as the job was built (the optimizer's state reset: each job
-        of a stream starts afresh). A resumed or failed-over run restarts the optimizer's
-        state (momentum, Adam's moments) from the checkpoint's parameters."""
-        self.optimizer.load_state_dict(copy.deepcopy(self.fresh))
+        """The model's parameters as the job was built (the optimizer's and scheduler's state
+        reset: each job of a stream starts afresh). A resumed run takes them back from its
+        checkpoint; a failed-over one restarts them (they lived on the dead rank 0)."""
+        self._load_states(copy.deepcopy(self.fresh))
         return cast(np.ndarray, self.start.copy())
 
     def flat(self) -> np.ndarray:

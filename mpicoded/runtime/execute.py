@@ -131,6 +131,8 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
     if adopt is None:
         resume = plan.resume
     session = Session(_settings(plan, resume, adopt))
+    if resume is not None and resume.state is not None:  # the optimizer's, say, as it was
+        plan.job.restore(resume.state)
     trace = TaskTrace() if opts.trace else None
     watch = None if trace is None else StragglerWatch(
         None if opts.quiet else partial(logger.info, "%s"))

@@ -193,7 +193,9 @@ class Master:
             self.outbox.prune()  # an ITERATE taken in meanwhile lets the one held behind it go
         elif isinstance(i, ev.SaveCheckpoint) and self.checkpoint is not None:
             directory, fingerprint = self.checkpoint
-            ckpt.save(directory, ckpt.Checkpoint(i.job, i.iteration, i.theta, fingerprint))
+            # the job's state as its last update left it: the one that produced this theta
+            ckpt.save(directory, ckpt.Checkpoint(i.job, i.iteration, i.theta, fingerprint,
+                                                 self.work.state()))
         elif isinstance(i, ev.Place):
             self.place(i)
         elif isinstance(i, ev.Settle):

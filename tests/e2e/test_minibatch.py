@@ -1,6 +1,6 @@
 """End to end: mini-batch SGD of a torch model through mpirun, with a purged straggler, against
 real PyTorch DDP (gloo, three processes) over ``mpicoded.ShardSampler``: the same parameters
-step by step."""
+step by step, and after a resume mid-pass (the optimizer's momentum kept in the checkpoint)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,20 @@ def test_mini_batches_through_mpirun_equal_ddp_step_by_step(code, ddp_thetas):
     np.testing.assert_allclose(thetas, ddp_thetas, rtol=1e-9, atol=1e-12)
     # and mini-batches they were: full-batch training lands elsewhere
     assert not np.allclose(thetas[-1], single_process(), rtol=1e-3, atol=1e-6)
+
+
+def test_a_run_resumed_mid_pass_goes_on_with_ddps_parameters(ddp_thetas, tmp_path):
+    """Stopped after 7 of a pass's 10 steps (SGD with momentum), resumed to 12: the resumed
+    steps are DDP's, which they are only with the optimizer's momentum from the checkpoint."""
+    from torch_job import BATCH, ITERATIONS
+
+    def run(*args):
+        done = run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH), *args], timeout=180)
+        assert done.returncode == 0, done.output[-3000:]
+        return json.loads(next(s for s in done.output.splitlines()
+                               if s.startswith("RESULT "))[len("RESULT "):])
+
+    first = run("7", str(tmp_path))
+    np.testing.assert_allclose(first["thetas"], ddp_thetas[:7], rtol=1e-9, atol=1e-12)
+    resumed = run(str(ITERATIONS), str(tmp_path), "resume")
+    np.testing.assert_allclose(resumed["thetas"], ddp_thetas[7:], rtol=1e-9, atol=1e-12)

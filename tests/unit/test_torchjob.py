@@ -109,3 +109,48 @@ def test_regression_targets_take_the_models_dtype_and_each_job_starts_afresh():
         runs.append(theta)
     np.testing.assert_array_equal(runs[0], runs[1])  # no momentum carried into job 2
     assert not np.array_equal(runs[0], job.theta0())
+
+
+def test_the_optimizers_and_schedulers_state_survive_a_checkpoint(tmp_path):
+    """state() after some steps, restored into a job built afresh, makes its next step the
+    same as the first job's (momentum and the learning rate's schedule included); a checkpoint
+    file keeps it, and one written without a state reads as None."""
+    from mpicoded import checkpoint as ckpt
+
+    def build() -> TorchJob:
+        return TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), data(),
+                        optimizer=lambda ps: torch.optim.SGD(ps, lr=0.3, momentum=0.9),
+                        scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 2, 0.5))
+
+    job = build()
+    blocks = job.blocks(3)
+    theta = job.theta0()
+    for _ in range(3):
+        theta = job.step(theta, sum(job.compute(b, theta) for b in blocks), np.arange(3))
+    assert job.optimizer.param_groups[0]["lr"] == pytest.approx(0.15)  # halved at step 2
+    ckpt.save(tmp_path, ckpt.Checkpoint(0, 3, theta, "f", job.state()))
+    point = ckpt.load(tmp_path, "f")
+    again = build()
+    again.blocks(3)
+    again.restore(point.state)
+    gradient = sum(job.compute(b, theta) for b in blocks)
+    np.testing.assert_array_equal(again.step(theta, gradient, np.arange(3)),
+                                  job.step(theta, gradient, np.arange(3)))
+    fresh = build()
+    fresh.blocks(3)
+    assert not np.array_equal(fresh.step(theta, gradient, np.arange(3)), job.flat())
+    ckpt.save(tmp_path, ckpt.Checkpoint(0, 3, theta, "f"))
+    assert ckpt.load(tmp_path, "f").state is None
+
+
+def test_a_step_leaves_the_theta_it_was_given_alone():
+    """The parameters are loaded from a copy: a float64 model's once viewed theta, and the
+    optimizer's step wrote the next theta into the caller's array (a callback's, say)."""
+    X, y = data()
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
+    blocks = job.blocks(2)
+    theta = job.theta0()
+    kept = theta.copy()
+    after = job.step(theta, sum(job.compute(b, theta) for b in blocks), np.arange(2))
+    np.testing.assert_array_equal(theta, kept)
+    assert not np.array_equal(after, kept)

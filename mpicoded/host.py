@@ -1,5 +1,6 @@
 """What a rank knows of its host without MPI (pure of mpirun and mpi4py): the cores it may run
-on, and the start mark the launcher's start-up watch waits for. The runtime and the launcher
+on, its rank as the launcher numbered it, and the start mark the launcher's start-up watch
+waits for. The runtime and the launcher
 both use it; neither imports the other."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 
 STARTED_ENV = "MPICODED_STARTED"  # a directory in which each rank marks that MPI is up on it
+RANK_ENVS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")  # launchers' own
 
 
 def affinity() -> set[int]:
@@ -21,6 +23,16 @@ def affinity() -> set[int]:
 def cores() -> int:
     """How many cores this process may run on (a Slurm or taskset cpuset, not the machine's)."""
     return len(affinity())
+
+
+def launched_rank() -> int:
+    """This process's rank as its launcher (mpirun, mpiexec, srun) numbered it, before MPI is
+    up; 0 where none did (a process started alone)."""
+    for name in RANK_ENVS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def mark_started(rank: int) -> None:

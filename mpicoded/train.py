@@ -1,8 +1,9 @@
 """``mpirun -n P+1 python -m mpicoded.train [flags]``: a coded job on P workers.
 
 A thin client of ``mpicoded.run``: every rank parses the flags and builds the job (a built-in or
-``--job MODULE:NAME``), then calls ``run``. A usage error prints one line on rank 0 and every rank
-exits with status 2; an error during the run ends every rank (MPI Abort), the failing rank named.
+``--job MODULE:NAME``) before MPI is up, then calls ``run``. A usage error prints one line on
+rank 0 and every rank exits with status 2; an error during the run ends every rank (MPI Abort),
+the failing rank named.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from typing import NoReturn
 
 from . import __version__
+from .host import launched_rank
 from .jobs import BUILTINS, AnyJob, JobSpecError, build_job
 from .log import log_to_stderr, set_rank
 from .options import UsageError, add_flags, given_options, positive_int
@@ -113,12 +115,26 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point on every rank."""
     from .runtime.api import MasterDied, MasterFailed, NoMPI, run, where, world
 
+    rank = launched_rank()
+    log_to_stderr()
+    set_rank(rank)
+    argv = sys.argv[1:] if argv is None else argv
+    try:  # before MPI is up: a job's module (torch, say) may take seconds to import, and under
+        args = parse(argv, rank)  # ULFM a rank out of MPI that long was reported dead
+        job = make_job(args)
+    except UsageError as exc:
+        if rank == 0:
+            print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(NoMPI):  # MPI_Init waits for rank 0, which has said it: no
+            world()  # rank's exit 2 ends the job before then
+        return USAGE_ERROR
+    except SystemExit as exc:  # --help, --version
+        return int(exc.code or 0)
     try:
         rank = world().Get_rank()
     except NoMPI as exc:
         print(f"mpicoded.train: error: {exc}", file=sys.stderr, flush=True)
         return 1
-    log_to_stderr()
     set_rank(rank)
 
     def say_where(signum: int, frame: object) -> None:
@@ -132,10 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     # MPI) and then, back in Python, what it waits for
     signal.signal(signal.SIGUSR1, say_where)
     faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
-    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parse(argv, rank)
-        job = make_job(args)
         result = run(job, **given_options(args))
     except UsageError as exc:
         if rank == 0:
@@ -144,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     except NothingToDo as exc:
         print(f"mpicoded.train: {exc}", file=sys.stderr, flush=True)  # raised on rank 0 only
         return 0
-    except SystemExit as exc:  # --help, --version
-        return int(exc.code or 0)
     except MasterFailed:  # rank 0 prints the traceback
         return 1
     except MasterDied as exc:

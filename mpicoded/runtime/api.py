@@ -10,6 +10,7 @@ whole job (MPI Abort) with the failing rank named: never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -274,7 +275,8 @@ def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
 def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Callbacks,
                failovers: int) -> RunResult:
     """The new master: plan again (the same options, the metrics appended to), adopt the
-    survivors and go on from the newest iteration someone holds theta for."""
+    survivors and go on from the newest iteration someone holds theta for (a job with a state
+    of its own: from the newest checkpoint, which holds that state too)."""
     from .. import checkpoint as ckpt
 
     comm = outcome.comm
@@ -284,9 +286,18 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()
     resume = None
-    if point is not None:
+    if plan.job.state() is not None and opts.checkpoint:
+        # the job's own state (an optimizer's) died with the master; the newest checkpoint
+        # kept it, and with none yet the start is exact too
+        with contextlib.suppress(ValueError):  # none yet
+            resume = ckpt.load(opts.checkpoint, plan.fingerprint)
+    elif point is not None:
         (_, job_index, iteration), theta = point
         resume = ckpt.Checkpoint(job_index, iteration, theta, plan.fingerprint)
+        if plan.job.state() is not None:
+            logger.warning("the job's state beside theta (an optimizer's) died with the "
+                           "master and restarts; --checkpoint DIR makes a failover go on from "
+                           "the newest checkpoint, which keeps it")
     # workers without a set-up, or holding a re-code's (epoch > 0) data, get new set-ups
     recode = epochs != {0}
     where = f"job {resume.job} iteration {resume.iteration}" if resume else "the start"

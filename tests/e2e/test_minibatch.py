@@ -1,20 +1,24 @@
 """End to end: mini-batch SGD of a torch model through mpirun, with a purged straggler, against
 real PyTorch DDP (gloo, three processes) over ``mpicoded.ShardSampler``: the same parameters
-step by step, and after a resume mid-pass (the optimizer's momentum kept in the checkpoint)."""
+step by step, after a resume mid-pass and after the master's death mid-pass (the optimizer's
+momentum kept in the checkpoint)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mpicoded.launcher.process import run_mpi
+from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
+from mpicoded.launcher.procs import rank_pids
 
 SCRIPT = Path(__file__).parents[1] / "torch_job.py"
 DDP_WORLD = 3
@@ -80,3 +84,32 @@ def test_a_run_resumed_mid_pass_goes_on_with_ddps_parameters(ddp_thetas, tmp_pat
     np.testing.assert_allclose(first["thetas"], ddp_thetas[:7], rtol=1e-9, atol=1e-12)
     resumed = run(str(ITERATIONS), str(tmp_path), "resume")
     np.testing.assert_allclose(resumed["thetas"], ddp_thetas[7:], rtol=1e-9, atol=1e-12)
+
+
+def test_a_master_killed_mid_pass_fails_over_onto_ddps_trajectory(ddp_thetas, tmp_path):
+    """Under ULFM, rank 0 SIGKILLed mid-pass: the new master goes on from the newest
+    checkpoint, the optimizer's momentum with it, and ends on DDP's parameters."""
+    from torch_job import BATCH, BATCH_SEED, ITERATIONS
+
+    metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
+    flags = ["-m", "mpicoded.train", "--job", f"{SCRIPT}:job", "--code", "gfrc",
+             "--stragglers", "2", "--batch-size", str(BATCH), "--batch-seed", str(BATCH_SEED),
+             "--iterations", str(ITERATIONS), "--delay", "persistent", "--task-time", "0.03",
+             "--slow-workers", "4", "--slow-factor", "3", "--checkpoint", str(tmp_path / "ck"),
+             "--checkpoint-every", "3", "--metrics", str(metrics), "--output", str(out),
+             "--quiet"]
+    proc = start_mpi(7, flags, ft=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (
+                metrics.exists() and metrics.read_text().count('"record": "iteration"') >= 5):
+            time.sleep(0.01)
+        os.kill(rank_pids(proc.pid)[0], signal.SIGKILL)
+        done = finish_mpi(proc, timeout=120)
+    finally:
+        kill_group(proc)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    failover = [r for r in rows if r["record"] == "failover"]
+    assert len(failover) == 1 and failover[0]["resumed_at"]["iteration"] in (3, 6, 9)
+    np.testing.assert_allclose(np.load(out), ddp_thetas[-1], rtol=1e-9, atol=1e-12)

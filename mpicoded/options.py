@@ -240,6 +240,11 @@ class RunOptions:
     loss_every: int = option(
         1, "evaluate the training loss every K iterations and at the end (a pass over all the "
         "data on rank 0); 0: at the end only; default 1", OUTPUT, parse=int, metavar="K")
+    eval_every: int | None = option(
+        None, "evaluate the job on held-out data (its evaluate(theta): TorchJob's eval_data) "
+        "every K iterations and at the end, on rank 0 once the next iteration is out; 0: at the "
+        "end only; default: at the end, for a job that has an evaluation", OUTPUT,
+        parse=nonnegative_int, metavar="K")
     output: str | None = option(
         None, "save the trained theta here (numpy .npy, written atomically): shape (dim,), or "
         "(jobs, dim) for a stream (the jobs this run served)", OUTPUT, metavar="PATH.npy")

@@ -251,6 +251,9 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if opts.eval_every is not None and not job.evaluates:
+        raise UsageError(f"--eval-every: {job.name} has no evaluation on held-out data (a "
+                         "GradientJob's evaluate(theta); TorchJob's eval_data=): drop it")
     if splitter is not None:
         check_split(opts, code, cost_warning(job, code))
     metrics = None  # opened last: a refused run leaves an old metrics file as it was

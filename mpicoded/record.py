@@ -50,6 +50,7 @@ class Progress:
         self.seen = 0
         self.purged = 0
         self.loss: float | None = None
+        self.evaluation = ""  # the newest evaluation, as progress lines show it
 
     def job_done(self, job: JobRecord) -> None:
         if self.metrics is not None:
@@ -71,9 +72,12 @@ class Progress:
         if self.quiet or not (done % self.every == 0 or done == self.total):
             return
         where = f"job {record.job + 1}/{self.jobs} " if self.jobs > 1 else ""
-        logger.info("%siteration %d/%d  loss %s  mean %.1f ms/it  purged %d", where, done,
-                    self.total, shown(self.loss), self.wall / self.seen * 1e3, self.purged,
-                    extra={"progress": (done, self.total)})
+        if record.evaluation:
+            self.evaluation = "".join(f"  {name} {shown(value)}"
+                                      for name, value in record.evaluation.items())
+        logger.info("%siteration %d/%d  loss %s%s  mean %.1f ms/it  purged %d", where, done,
+                    self.total, shown(self.loss), self.evaluation, self.wall / self.seen * 1e3,
+                    self.purged, extra={"progress": (done, self.total)})
 
 
 def shown(loss: float | None) -> str:

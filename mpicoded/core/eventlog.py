@@ -77,7 +77,8 @@ def settings_line(s: Settings, shape: dict[str, Any]) -> dict[str, Any]:
         "resume": None if s.resume is None else list(s.resume[:2]),
         "loss_every": s.loss_every, "checkpoint_every": s.checkpoint_every,
         "iteration_timeout": s.iteration_timeout, "trace": s.trace, "run_rows": s.run_rows,
-        "linger": s.linger, "adopt": None if s.adopt is None else plain(s.adopt),
+        "linger": s.linger, "eval_every": s.eval_every,
+        "adopt": None if s.adopt is None else plain(s.adopt),
         "splitter": None if split is None else {
             "kind": split.kind, "gamma": split.gamma,
             "declared": None if split.declared is None else plain(vars(split.declared))}}}
@@ -102,7 +103,7 @@ def settings_from(line: dict[str, Any]) -> Settings:
     return Settings(code, shape, pieces, s["chunk_rows"], s["fit_chunks"], s["tolerance"],
                     s["purge"], s["iterations"], s["jobs"], resume, s["loss_every"],
                     s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt,
-                    s.get("run_rows", 0), s.get("linger", False))
+                    s.get("run_rows", 0), s.get("linger", False), s.get("eval_every"))
 
 
 class EventLog:
@@ -130,16 +131,22 @@ def comparable(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def as_logged(row: dict[str, Any], logged: dict[str, Any]) -> dict[str, Any]:
-    """``row`` less the fields a log written before they were added lacks, where they hold
-    their default (the instruction the log has could only have had it)."""
-    kind = getattr(ev, row["type"], None)
-    if not dataclasses.is_dataclass(kind) or not logged:
+def as_logged(row: dict[str, Any], logged: dict[str, Any], item: object) -> dict[str, Any]:
+    """``row``, the line of ``item`` (an instruction), less the fields a log written before
+    they were added lacks, where they hold their default (the instruction the log has could
+    only have had it); so too in the records it carries (a Report's)."""
+    if not dataclasses.is_dataclass(item) or not logged:
         return row
-    defaults = {f.name: f.default for f in dataclasses.fields(kind)
+    defaults = {f.name: f.default for f in dataclasses.fields(item)
                 if f.default is not dataclasses.MISSING}
-    return {k: v for k, v in row.items()
-            if k in logged or k not in defaults or plain(defaults[k]) != v}
+    kept = {}
+    for k, v in row.items():
+        inner = getattr(item, k, None)
+        if isinstance(v, dict) and isinstance(logged.get(k), dict):
+            v = as_logged(v, logged[k], inner)
+        if k in logged or k not in defaults or plain(defaults[k]) != v:
+            kept[k] = v
+    return kept
 
 
 def replay(lines: Iterable[str]) -> Iterator[int]:
@@ -159,7 +166,7 @@ def replay(lines: Iterable[str]) -> Iterator[int]:
         want = [comparable(i) for i in line["out"]]
         out = session.handle(event_from(line["event"]))
         logged = itertools.chain(want, itertools.repeat({}))
-        got = [as_logged(comparable(summary(i)), w) for i, w in zip(out, logged, strict=False)]
+        got = [as_logged(comparable(summary(i)), w, i) for i, w in zip(out, logged, strict=False)]
         if got != want:
             raise Mismatch(f"line {number}: {line['event']['type']} {line['event']}\n"
                            f"  the log says: {want}\n  replayed:     {got}")

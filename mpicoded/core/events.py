@@ -131,12 +131,14 @@ class StopAcknowledged:
 
 @dataclass(slots=True)
 class LossComputed:
-    """The loss ``ComputeLoss`` asked for (None: the job defines none), ready at ``now``."""
+    """The loss ``ComputeLoss`` asked for (None: the job defines none, or it was not asked) and
+    the evaluation (None: not asked), ready at ``now``."""
 
     job: int
     iteration: int
     loss: float | None
     now: float = 0.0
+    evaluation: dict[str, float] | None = None
 
 
 Event = (Begin | Started | JobArrived | ResultArrived | ProgressReported | TraceArrived | Withheld
@@ -261,12 +263,14 @@ class Decoded:
 
 @dataclass(frozen=True)
 class ComputeLoss:
-    """Compute the job's loss at ``theta`` (a pass over the data on rank 0) and feed
-    ``LossComputed``."""
+    """Compute the job's loss at ``theta`` (a pass over the data on rank 0; unless ``loss`` is
+    false) and, if ``evaluate``, its evaluation on held-out data, and feed ``LossComputed``."""
 
     job: int
     iteration: int
     theta: np.ndarray = field(compare=False, repr=False)
+    loss: bool = True
+    evaluate: bool = False
 
 
 @dataclass(frozen=True)

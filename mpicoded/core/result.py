@@ -25,6 +25,8 @@ class IterationRecord:
     missing_partitions: int
     started_s: float = 0.0  # when it was sent out, on the master's clock (steady-state rates)
     epoch: int = 0  # re-codes before it: the epoch of its tasks
+    # the job's evaluation on held-out data of the theta it produced (``--eval-every``)
+    evaluation: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

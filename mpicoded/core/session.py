@@ -99,6 +99,9 @@ class Settings:
     # partial work: the run ends without the acknowledgement of a rank known slow (Linger);
     # not under ULFM (a released rank's exit is a failure to the others) nor a timeout
     linger: bool = False
+    # the job's evaluation on held-out data every this many iterations and at a job's end (0:
+    # at the end only); None: never (the job has none)
+    eval_every: int | None = None
 
 
 class Session:

@@ -4,10 +4,12 @@ decode, each iteration reported with the loss of the theta it produced, checkpoi
 The loss of iteration t is asked for (``ComputeLoss``, a pass over the data on rank 0) after
 iteration t + 1 has been sent out, so that bookkeeping never delays the workers; a job whose
 workers return their loss with their results (``free_loss``) reports t with the decode of t + 1.
+An evaluation on held-out data (``eval_every``) is asked for the same way, with the loss or alone.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -48,7 +50,8 @@ class Stream:
         self.arrivals: dict[int, float] = {}
         self.began = self.done = 0.0
         self.previous: IterationRecord | None = None  # decoded, its report not out yet
-        self.pending: list[tuple[Ready, bool]] = []  # reports waiting for their loss; last?
+        # reports waiting for their loss or evaluation: last? the loss asked for?
+        self.pending: list[tuple[Ready, bool, bool]] = []
         self.records: list[IterationRecord] = []
         self.losses: list[float | None] = []
         self.jobs: list[JobRecord] = []
@@ -120,9 +123,12 @@ class Stream:
         t = s.iterations - 1 if ready.record is None else ready.record.iteration
         due = s.loss_every and (t + 1) % s.loss_every == 0
         theta = self.theta if ready.theta is None else ready.theta
-        if ready.loss is None and (last or (due and not self.session.work.free_loss)):
-            self.pending.append((ready._replace(theta=theta), last))
-            return [ComputeLoss(self.job, t, theta)]
+        loss = ready.loss is None and (last or (bool(due) and not self.session.work.free_loss))
+        evaluate = s.eval_every is not None and (
+            last or (s.eval_every > 0 and (t + 1) % s.eval_every == 0))
+        if loss or evaluate:
+            self.pending.append((ready._replace(theta=theta), last, loss))
+            return [ComputeLoss(self.job, t, theta, loss, evaluate)]
         return self._reported(ready.record, ready.loss, theta, last)
 
     def loss(self, event: LossComputed) -> list[Instruction]:
@@ -130,13 +136,16 @@ class Stream:
         if not self.pending:
             raise RuntimeError(f"a loss of job {event.job} iteration {event.iteration} came, "
                                "none was asked for")
-        ready, last = self.pending[0]
+        ready, last, asked = self.pending[0]
         t = self.settings.iterations - 1 if ready.record is None else ready.record.iteration
         if (event.job, event.iteration) != (self.job, t):
             raise RuntimeError(f"the loss of job {event.job} iteration {event.iteration} came; "
                                f"that of job {self.job} iteration {t} was asked for")
         self.pending.pop(0)
-        return self._reported(ready.record, event.loss, ready.theta, last)
+        record = ready.record
+        if record is not None and event.evaluation is not None:
+            record = replace(record, evaluation=event.evaluation)
+        return self._reported(record, event.loss if asked else ready.loss, ready.theta, last)
 
     def _reported(self, record: IterationRecord | None, loss: float | None,
                   theta: np.ndarray | None, last: bool) -> list[Instruction]:

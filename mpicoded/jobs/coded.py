@@ -118,6 +118,14 @@ class Coded:
         """The job's state beside theta, for a checkpoint (``GradientJob.state``)."""
         return None
 
+    @property
+    def evaluates(self) -> bool:
+        """Whether the job has an evaluation on held-out data (``GradientJob.evaluate``)."""
+        return False
+
+    def evaluate(self, theta: np.ndarray) -> dict[str, float] | None:
+        return None
+
     def restore(self, state: np.ndarray) -> None:
         """A checkpoint's ``state()`` given back to the job."""
 

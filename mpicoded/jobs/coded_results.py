@@ -142,6 +142,13 @@ class CodedGradient(Coded):
     def state(self) -> np.ndarray | None:
         return self.job.state()
 
+    @property
+    def evaluates(self) -> bool:
+        return self.job.evaluates
+
+    def evaluate(self, theta: np.ndarray) -> dict[str, float] | None:
+        return self.job.evaluate(theta)
+
     def restore(self, state: np.ndarray) -> None:
         self.job.restore(state)
 

@@ -25,7 +25,8 @@ class GradientJob:
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
     with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
     work between the two), ``theta0()``, ``prepare_step()``, ``summary``, ``batch_rows``
-    (mini-batch SGD), and ``state`` with ``restore`` (checkpoints of an optimizer's state).
+    (mini-batch SGD), ``evaluate`` (held-out data), and ``state`` with ``restore``
+    (checkpoints of an optimizer's state).
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
     their first dimension is computed in row chunks, so a purge interrupts it within one chunk.
@@ -121,6 +122,17 @@ class GradientJob:
         covered partitions' rows in the batch, not in the data. A job that does not define it
         trains on full batches only."""
         raise NotImplementedError
+
+    def evaluate(self, theta: np.ndarray) -> dict[str, float] | None:
+        """Optional: measures of theta on held-out data (``{"accuracy": ...}``), asked on rank 0
+        every ``eval_every`` iterations and at the end, once the next iteration is out; the
+        iteration records, progress lines and callbacks see them (``record.evaluation``)."""
+        return None
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether ``evaluate`` has something to measure: it is defined."""
+        return overrides(self, "evaluate", GradientJob)
 
     def state(self) -> np.ndarray | None:
         """Rank 0's state beside theta that later steps depend on (an optimizer's momentum),

@@ -35,6 +35,8 @@ class TorchJob(GradientJob):
     for the whole run, momentum and all, and checkpoints keep its state. ``scheduler`` builds a
     learning-rate scheduler from the optimizer (``torch.optim.lr_scheduler``), stepped after
     every optimizer step: give a per-pass schedule in steps (steps a pass are in the banner).
+    ``eval_data`` (as ``data``) is held out: ``evaluate`` gives its mean loss and, for class
+    labels, the accuracy (``--eval-every``).
 
     Build the job on every rank with the same model (the same seed): rank 0's parameters are
     where descent starts. A model whose rows interact (batch norm in training mode) is not a
@@ -52,14 +54,16 @@ class TorchJob(GradientJob):
                  optimizer: Callable[[Iterable[torch.nn.Parameter]], Any] | None = None,
                  lr: float = 0.1, threads: int | None = 1,
                  result_dtype: str = "float64",
-                 scheduler: Callable[[Any], Any] | None = None) -> None:
+                 scheduler: Callable[[Any], Any] | None = None,
+                 eval_data: Data | Callable[[], Data] | None = None) -> None:
         reduction = getattr(loss, "reduction", "sum")
         if reduction != "sum":
             raise ValueError(f"TorchJob: the loss must sum over rows (reduction='sum'), got "
                              f"reduction={reduction!r}: partitions' gradients must add up")
         if threads is not None:
             torch.set_num_threads(threads)
-        self.model, self.loss_fn, self.data = model, loss, data
+        self.model, self.loss_fn, self.data, self.eval_data = model, loss, data, eval_data
+        self.held_out: tuple[np.ndarray, np.ndarray] | None = None  # eval_data, loaded
         self.result_dtype = result_dtype
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -74,9 +78,11 @@ class TorchJob(GradientJob):
         self.counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The whole data set as (inputs, targets) numpy arrays, rows first."""
-        data = self.data() if callable(self.data) else self.data
+    def arrays(self, given: Data | Callable[[], Data] | None = None) -> tuple[np.ndarray,
+                                                                             np.ndarray]:
+        """The whole data set (or ``given``) as (inputs, targets) numpy arrays, rows first."""
+        given = self.data if given is None else given
+        data = given() if callable(given) else given
         if isinstance(data, torch.utils.data.Dataset):
             pairs = [data[i] for i in range(len(data))]  # type: ignore[arg-type, unused-ignore]
             data = (torch.stack([torch.as_tensor(x) for x, _ in pairs]),
@@ -100,12 +106,17 @@ class TorchJob(GradientJob):
         vector = torch.tensor(np.asarray(theta), dtype=self.dtype)
         torch.nn.utils.vector_to_parameters(vector, self.params)
 
-    def _forward(self, block: tuple[np.ndarray, np.ndarray]) -> torch.Tensor:
+    def _tensors(self, block: tuple[np.ndarray, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A block's inputs and targets as tensors, floating ones in the model's dtype."""
         inputs, targets = (torch.from_numpy(np.ascontiguousarray(a)) for a in block)
         if inputs.is_floating_point():
             inputs = inputs.to(self.dtype)
         if targets.is_floating_point():  # regression targets: the model's dtype too
             targets = targets.to(self.dtype)
+        return inputs, targets
+
+    def _forward(self, block: tuple[np.ndarray, np.ndarray]) -> torch.Tensor:
+        inputs, targets = self._tensors(block)
         return cast(torch.Tensor, self.loss_fn(self.model(inputs), targets))
 
     def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
@@ -135,6 +146,26 @@ class TorchJob(GradientJob):
 
     def batch_rows(self, rows: np.ndarray) -> None:
         self.counted = rows
+
+    @property
+    def evaluates(self) -> bool:
+        return self.eval_data is not None
+
+    def evaluate(self, theta: np.ndarray) -> dict[str, float] | None:
+        """The mean loss on ``eval_data`` and, for class labels, the accuracy (the largest
+        output's index against the target); None without eval_data."""
+        if self.eval_data is None:
+            return None
+        if self.held_out is None:
+            self.held_out = self.arrays(self.eval_data)
+        self._load(theta)
+        inputs, targets = self._tensors(self.held_out)
+        with torch.no_grad():
+            scores = self.model(inputs)
+            measures = {"eval_loss": float(self.loss_fn(scores, targets)) / max(1, len(targets))}
+        if scores.ndim == 2 and targets.ndim == 1 and not targets.is_floating_point():
+            measures["accuracy"] = float((scores.argmax(1) == targets).double().mean())
+        return measures
 
     def rows(self, covered: np.ndarray) -> int:
         """The rows the covered partitions' sum is over: in the step's batch, or in the data."""

@@ -188,8 +188,10 @@ class Master:
         elif isinstance(i, ev.WakeAt):
             self.wake = i.at
         elif isinstance(i, ev.ComputeLoss):
-            loss = self.work.loss(i.theta)
-            self.events.append(ev.LossComputed(i.job, i.iteration, loss, self.clock()))
+            loss = self.work.loss(i.theta) if i.loss else None
+            evaluation = self.work.evaluate(i.theta) if i.evaluate else None
+            self.events.append(ev.LossComputed(i.job, i.iteration, loss, self.clock(),
+                                               evaluation))
             self.outbox.prune()  # an ITERATE taken in meanwhile lets the one held behind it go
         elif isinstance(i, ev.SaveCheckpoint) and self.checkpoint is not None:
             directory, fingerprint = self.checkpoint

@@ -147,3 +147,4 @@ def test_a_replay_cuts_the_chunks_of_a_batched_run_as_the_job_did():
     recoded = shape.recoded(make_code("gfrc", 5, stragglers=1))
     assert recoded.share == shape.share == 0.01
     assert recoded.default_chunk_rows() == job.recoded(recoded.code).default_chunk_rows()
+

@@ -573,3 +573,11 @@ def test_the_sigmoid_is_scipys_expit_to_two_ulps():
     assert np.array_equal(e, np.exp(-np.abs(z)))
     tail, _ = sigmoid(np.array([-1e4, 1e4]))
     assert tail.tolist() == [0.0, 1.0]
+
+
+def test_eval_every_without_an_evaluation_is_refused_with_the_fix():
+    from mpicoded.options import RunOptions, UsageError
+    from mpicoded.plan import plan_run
+
+    with pytest.raises(UsageError, match="--eval-every: logreg has no evaluation.*drop it"):
+        plan_run(LogReg(samples=300, features=4), RunOptions(eval_every=5), 4)

@@ -3,6 +3,8 @@ through ``handle`` and compare the whole list of instructions each returns. Work
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from sessions import Decodes, Driver
 
@@ -403,6 +405,31 @@ def test_the_loss_of_an_iteration_is_asked_after_the_next_goes_out_and_stop_befo
     assert d.handle(LossComputed(0, 2, 1.0, 1.6)) == [
         report(2, 0.5, 1.0, started=1.0), JobDone(JobRecord(0, 0.0, 0.0, 1.5, 1.5, 1.0))]
     assert d.session.stream.losses == [3.0, 2.0, 1.0]
+
+
+def test_an_evaluation_is_asked_every_eval_every_iterations_and_at_the_end():
+    """Beside the loss where one is due, alone where not (the loss then stays the decoded or
+    missing one); the report's record carries what came back."""
+    d = Driver(FRC, loss_every=2, iterations=3, eval_every=1)
+    d.open()
+    assert play(d, now=0.5) == [decoded(0, {0, 2, 4}), it(1),
+                                ComputeLoss(0, 0, THETA, loss=False, evaluate=True)]
+    measured = {"accuracy": 0.5}
+    assert d.handle(LossComputed(0, 0, None, 0.6, measured)) == [
+        Report(replace(report(0, 0.5).record, evaluation=measured), None)]
+    assert play(d, now=1.0) == [decoded(1, {0, 2, 4}), it(2),
+                                ComputeLoss(0, 1, THETA, loss=True, evaluate=True)]
+    assert d.handle(LossComputed(0, 1, 2.0, 1.1, {"accuracy": 0.75})) == [
+        Report(replace(report(1, 0.5, started=0.5).record, evaluation={"accuracy": 0.75}), 2.0)]
+    assert play(d, now=1.5)[-1] == ComputeLoss(0, 2, THETA, loss=True, evaluate=True)
+    at_end = Driver(FRC, iterations=2, eval_every=0)  # at the end only
+    at_end.open()
+    assert play(at_end, now=0.5)[-1] == report(0, 0.5)
+    assert play(at_end, now=1.0)[-1] == ComputeLoss(0, 1, THETA, loss=True, evaluate=True)
+    never = Driver(FRC, iterations=2)  # a job with no evaluation
+    never.open()
+    play(never, now=0.5)
+    assert play(never, now=1.0)[-1] == ComputeLoss(0, 1, THETA, loss=True, evaluate=False)
 
 
 def test_the_end_stops_every_running_rank_then_releases_them_once_all_acknowledged():

@@ -154,3 +154,20 @@ def test_a_step_leaves_the_theta_it_was_given_alone():
     after = job.step(theta, sum(job.compute(b, theta) for b in blocks), np.arange(2))
     np.testing.assert_array_equal(theta, kept)
     assert not np.array_equal(after, kept)
+
+
+def test_held_out_data_give_the_mean_loss_and_the_accuracy():
+    X, y = data()
+    X_test, y_test = data(rows=40, seed=7)
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y),
+                   eval_data=(X_test, y_test))
+    theta = job.theta0()
+    with torch.no_grad():
+        scores = mlp()(X_test)
+    got = job.evaluate(theta)
+    assert job.evaluates and set(got) == {"eval_loss", "accuracy"}
+    assert got["eval_loss"] == pytest.approx(
+        float(torch.nn.functional.cross_entropy(scores, y_test)), rel=1e-12)
+    assert got["accuracy"] == float((scores.argmax(1) == y_test).double().mean())
+    plain = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
+    assert not plain.evaluates and plain.evaluate(theta) is None

@@ -1,7 +1,7 @@
 """End to end: mini-batch SGD of a torch model through mpirun, with a purged straggler, against
 real PyTorch DDP (gloo, three processes) over ``mpicoded.ShardSampler``: the same parameters
 step by step, after a resume mid-pass and after the master's death mid-pass (the optimizer's
-momentum kept in the checkpoint)."""
+momentum kept in the checkpoint), and across a worker's death and the re-code it takes."""
 
 from __future__ import annotations
 
@@ -112,4 +112,23 @@ def test_a_master_killed_mid_pass_fails_over_onto_ddps_trajectory(ddp_thetas, tm
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     failover = [r for r in rows if r["record"] == "failover"]
     assert len(failover) == 1 and failover[0]["resumed_at"]["iteration"] in (3, 6, 9)
+    np.testing.assert_allclose(np.load(out), ddp_thetas[-1], rtol=1e-9, atol=1e-12)
+
+
+def test_a_worker_killed_mid_pass_leaves_ddps_trajectory_alone(ddp_thetas, tmp_path):
+    """Under ULFM, worker rank 2 SIGKILLs itself at step 5 and uncoded is re-built over the
+    five left, in five new partitions: the batches are numbered by the data's rows, not the
+    code's partitions, so the steps stay DDP's."""
+    from torch_job import BATCH, BATCH_SEED, ITERATIONS
+
+    metrics, out = tmp_path / "m.jsonl", tmp_path / "theta.npy"
+    done = run_mpi(7, ["-m", "mpicoded.train", "--job", f"{SCRIPT}:job", "--code", "uncoded",
+                       "--batch-size", str(BATCH), "--batch-seed",
+                       str(BATCH_SEED), "--iterations", str(ITERATIONS), "--delay", "none",
+                       "--kill-worker", "2@5", "--metrics", str(metrics), "--output", str(out),
+                       "--quiet"], timeout=180, ft=True)
+    assert done.returncode == 0, done.output[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    assert [r["ranks"] for r in rows if r["record"] == "failure"] == [[2]]
+    assert [r["epoch"] for r in rows if r["record"] == "recode"] == [1]
     np.testing.assert_allclose(np.load(out), ddp_thetas[-1], rtol=1e-9, atol=1e-12)

@@ -157,7 +157,9 @@ class RunOptions:
     chunk_rows: int | None = option(
         None, "rows computed between checks for a purge (a purge interrupts real compute within "
         "one chunk); default: about 2 MB of dense data (a quarter to one millisecond of "
-        "compute), from the data's shape; 0: whole tasks", DELAYS, parse=int, metavar="N")
+        "compute), from the data's shape; 0: whole tasks. Under --batch-size, N counts the "
+        "data's rows a chunk spans, of which a step computes its batch's share", DELAYS,
+        parse=int, metavar="N")
     partial: str = option(
         "auto", "partial work (a gradient job coded on its results, under a code that sums "
         "partitions: uncoded, frc, gfrc, spread, ucmmc, cpgc): workers compute row ranges of "
@@ -239,7 +241,9 @@ class RunOptions:
         "temporary file", OUTPUT, parse=int, form="optional", const=8787, metavar="PORT")
     loss_every: int = option(
         1, "evaluate the training loss every K iterations and at the end (a pass over all the "
-        "data on rank 0); 0: at the end only; default 1", OUTPUT, parse=int, metavar="K")
+        "data on rank 0; a job whose workers return their loss reports every iteration's, "
+        "under --batch-size over the next step's batch); 0: at the end only; default 1", OUTPUT,
+        parse=int, metavar="K")
     eval_every: int | None = option(
         None, "evaluate the job on held-out data (its evaluate(theta): TorchJob's eval_data) "
         "every K iterations and at the end, on rank 0 once the next iteration is out; 0: at the "

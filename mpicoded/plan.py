@@ -130,7 +130,7 @@ def run_fingerprint(opts: RunOptions, n_workers: int, job: object) -> str:
     iterations)."""
     free = {"metrics", "quiet", "loss_every", "checkpoint", "checkpoint_every", "resume",
             "kill_worker", "iterations", "output", "iteration_timeout", "wait", "threads", "trace",
-            "events", "dashboard", "partial"}
+            "events", "dashboard", "partial", "eval_every"}
     return ckpt.fingerprint({"n_workers": n_workers, "job": job_settings(job),
                              **{k: v for k, v in asdict(opts).items() if k not in free}})
 

@@ -113,8 +113,9 @@ def parse(argv: list[str], rank: int) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point on every rank."""
-    from .runtime.api import MasterDied, MasterFailed, NoMPI, run, where, world
+    from .runtime.api import MasterDied, MasterFailed, NoMPI, mpi_settings, run, where, world
 
+    mpi_settings()
     rank = launched_rank()
     log_to_stderr()
     set_rank(rank)

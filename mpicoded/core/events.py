@@ -263,13 +263,13 @@ class Decoded:
 
 @dataclass(frozen=True)
 class ComputeLoss:
-    """Compute the job's loss at ``theta`` (a pass over the data on rank 0; unless ``loss`` is
-    false) and, if ``evaluate``, its evaluation on held-out data, and feed ``LossComputed``."""
+    """Compute the job's loss at ``theta`` (a pass over the data on rank 0), if ``with_loss``,
+    and its evaluation on held-out data, if ``evaluate``, and feed ``LossComputed``."""
 
     job: int
     iteration: int
     theta: np.ndarray = field(compare=False, repr=False)
-    loss: bool = True
+    with_loss: bool = True
     evaluate: bool = False
 
 

@@ -124,7 +124,7 @@ class Stream:
         due = s.loss_every and (t + 1) % s.loss_every == 0
         theta = self.theta if ready.theta is None else ready.theta
         loss = ready.loss is None and (last or (bool(due) and not self.session.work.free_loss))
-        evaluate = s.eval_every is not None and (
+        evaluate = s.eval_every is not None and ready.record is not None and (
             last or (s.eval_every > 0 and (t + 1) % s.eval_every == 0))
         if loss or evaluate:
             self.pending.append((ready._replace(theta=theta), last, loss))

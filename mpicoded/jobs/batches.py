@@ -50,10 +50,6 @@ class Batches:
         """The fraction of the data a step computes."""
         return self.size / self.rows
 
-    def pass_of(self, step: int) -> int:
-        """Which pass over the data step ``step`` is in (PyTorch's epoch)."""
-        return step // self.steps_per_pass
-
     def ordered(self, step: int) -> np.ndarray:
         """Step ``step``'s rows in their shuffled order (how a DDP process's share is dealt)."""
         pass_, index = divmod(step, self.steps_per_pass)
@@ -121,15 +117,15 @@ class ShardSampler:
             raise ValueError(f"batch size {size} over {world} processes: each must get as many "
                              "rows (the mean of their means is the batch's mean only then)")
         self.batches, self.rank, self.world = Batches(rows, size, seed), rank, world
-        self.epoch = 0
+        self.pass_ = 0  # DDP's epoch (here an epoch is a re-code)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.pass_ = epoch
 
     def __len__(self) -> int:
         return self.batches.steps_per_pass * (self.batches.size // self.world)
 
     def __iter__(self) -> Iterator[int]:
-        first = self.epoch * self.batches.steps_per_pass
+        first = self.pass_ * self.batches.steps_per_pass
         for step in range(first, first + self.batches.steps_per_pass):
             yield from self.batches.ordered(step)[self.rank::self.world].tolist()

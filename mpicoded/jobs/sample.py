@@ -42,7 +42,7 @@ class SampleJob(GradientJob):
         self.samples, self.features, self.seed = samples, features, seed
         self.dataset, self.lr = dataset, lr
         self.sizes: list[int] = []
-        self.counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
+        self._counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
 
     @cached_property
     def data(self) -> Dataset:
@@ -68,6 +68,7 @@ class SampleJob(GradientJob):
         except ValueError as exc:
             raise DatasetError(str(exc)) from None
         self.sizes = [len(r) for r in rows]
+        self._counted = None  # full batches until a run's batch_rows says otherwise
 
     @cached_property
     def _table(self) -> np.ndarray:
@@ -107,12 +108,12 @@ class SampleJob(GradientJob):
         return [(self.data.X[a:b], self.data.y[a:b]) for a, b in pairwise(bounds)]
 
     def batch_rows(self, rows: np.ndarray) -> None:
-        self.counted = rows
+        self._counted = rows
 
     def rows_covered(self, covered: np.ndarray) -> int:
         """The rows the covered partitions' sum is over: in the step's batch, or in the data."""
-        if self.counted is not None:
-            return int(self.counted[covered].sum())
+        if self._counted is not None:
+            return int(self._counted[covered].sum())
         if len(covered) == len(self.sizes):  # every partition (covered has no repeats)
             return self.data.n_samples
         return int(sum(self.sizes[j] for j in covered))

@@ -63,7 +63,7 @@ class TorchJob(GradientJob):
         if threads is not None:
             torch.set_num_threads(threads)
         self.model, self.loss_fn, self.data, self.eval_data = model, loss, data, eval_data
-        self.held_out: tuple[np.ndarray, np.ndarray] | None = None  # eval_data, loaded
+        self._held_out: tuple[np.ndarray, np.ndarray] | None = None  # eval_data, loaded
         self.result_dtype = result_dtype
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -75,7 +75,7 @@ class TorchJob(GradientJob):
         self.start = self.flat()  # where every job's descent starts, and with what state
         self.fresh = self._states()
         self.sizes: list[int] = []
-        self.counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
+        self._counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
 
     def arrays(self, given: Data | Callable[[], Data] | None = None) -> tuple[np.ndarray,
@@ -97,6 +97,7 @@ class TorchJob(GradientJob):
         inputs, targets = self.arrays()
         rows = np.array_split(np.arange(len(inputs)), k)
         self.sizes = [len(r) for r in rows]
+        self._counted = None  # full batches until a run's batch_rows says otherwise
         self.placed = [(inputs[r], targets[r]) for r in rows]  # for loss() on rank 0
         return self.placed
 
@@ -145,7 +146,7 @@ class TorchJob(GradientJob):
         return sum(self.block_loss(b, theta) for b in self.placed) / sum(self.sizes)
 
     def batch_rows(self, rows: np.ndarray) -> None:
-        self.counted = rows
+        self._counted = rows
 
     @property
     def evaluates(self) -> bool:
@@ -156,13 +157,18 @@ class TorchJob(GradientJob):
         output's index against the target); None without eval_data."""
         if self.eval_data is None:
             return None
-        if self.held_out is None:
-            self.held_out = self.arrays(self.eval_data)
+        if self._held_out is None:
+            self._held_out = self.arrays(self.eval_data)
         self._load(theta)
-        inputs, targets = self._tensors(self.held_out)
-        with torch.no_grad():
-            scores = self.model(inputs)
-            measures = {"eval_loss": float(self.loss_fn(scores, targets)) / max(1, len(targets))}
+        inputs, targets = self._tensors(self._held_out)
+        training = self.model.training
+        self.model.eval()  # dropout off, batch norm's running statistics left alone
+        try:
+            with torch.no_grad():
+                scores = self.model(inputs)
+        finally:
+            self.model.train(training)
+        measures = {"eval_loss": float(self.loss_fn(scores, targets)) / max(1, len(targets))}
         if scores.ndim == 2 and targets.ndim == 1 and not targets.is_floating_point():
             measures["accuracy"] = float((scores.argmax(1) == targets).double().mean())
         return measures
@@ -170,8 +176,8 @@ class TorchJob(GradientJob):
     def rows(self, covered: np.ndarray) -> int:
         """The rows the covered partitions' sum is over: in the step's batch, or in the data."""
         covered = np.asarray(covered).reshape(-1)
-        if self.counted is not None:
-            return int(self.counted[covered].sum())
+        if self._counted is not None:
+            return int(self._counted[covered].sum())
         return sum(self.sizes[j] for j in covered)
 
     def combine_loss(self, theta: np.ndarray, total: float, covered: np.ndarray) -> float:
@@ -181,7 +187,7 @@ class TorchJob(GradientJob):
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
         """One optimizer step on the mean gradient of the covered rows."""
         self._load(theta)
-        grad = torch.from_numpy(np.asarray(total, dtype=np.float64) / self.rows(covered))
+        grad = torch.from_numpy(np.asarray(total, dtype=np.float64) / max(1, self.rows(covered)))
         start = 0
         for p in self.params:
             p.grad = grad[start:start + p.numel()].reshape(p.shape).to(p.dtype).clone()
@@ -217,7 +223,8 @@ class TorchJob(GradientJob):
     def theta0(self) -> np.ndarray:
         """The model's parameters as the job was built (the optimizer's and scheduler's state
         reset: each job of a stream starts afresh). A resumed run takes them back from its
-        checkpoint; a failed-over one restarts them (they lived on the dead rank 0)."""
+        checkpoint, and so does a failed-over one given --checkpoint (else they restart: they
+        lived on the dead rank 0)."""
         self._load_states(copy.deepcopy(self.fresh))
         return cast(np.ndarray, self.start.copy())
 

@@ -10,7 +10,6 @@ whole job (MPI Abort) with the failing rank named: never a hang.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -18,6 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import limit_blas_threads
@@ -32,6 +32,7 @@ from .execute import execute
 if TYPE_CHECKING:
     from mpi4py import MPI
 
+    from ..checkpoint import Checkpoint
     from ..core.result import RunResult
     from ..dashboard import Dashboard
     from .failover import Failover
@@ -162,14 +163,19 @@ def _lead(comm: MPI.Intracomm | None) -> int:
             else world_).Get_rank()
 
 
-def world() -> MPI.Intracomm:
-    """MPI.COMM_WORLD, MPI loaded on first use."""
+def mpi_settings() -> None:
+    """mpi4py's settings, before anything loads MPI (a job's module may)."""
     import mpi4py
 
     if ft_enabled():
         # Under ULFM, MPI_Finalize after a worker died can wait for ever (seen here about once
         # in six runs with five deaths); every rank has finished its work by then, so skip it.
         mpi4py.rc.finalize = False
+
+
+def world() -> MPI.Intracomm:
+    """MPI.COMM_WORLD, MPI loaded on first use."""
+    mpi_settings()
     try:
         from mpi4py import MPI
     except RuntimeError as exc:
@@ -289,8 +295,7 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
     if plan.job.state() is not None and opts.checkpoint:
         # the job's own state (an optimizer's) died with the master; the newest checkpoint
         # kept it, and with none yet the start is exact too
-        with contextlib.suppress(ValueError):  # none yet
-            resume = ckpt.load(opts.checkpoint, plan.fingerprint)
+        resume = _saved_before(opts.checkpoint, plan.fingerprint, point)
     elif point is not None:
         (_, job_index, iteration), theta = point
         resume = ckpt.Checkpoint(job_index, iteration, theta, plan.fingerprint)
@@ -318,6 +323,28 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
     adopt = (survivors, max(epochs | {0}), recode)
     return _abort_on_error(comm, lambda: execute(comm, plan, _serve, resume, adopt,
                                                          failovers))
+
+
+def _saved_before(directory: str, fingerprint: str,
+                  point: tuple[tuple[int, int, int], Any] | None) -> Checkpoint | None:
+    """The checkpoint in ``directory`` if this run can have written it: of its settings, and
+    no later than the survivors' newest iteration (an older run's of the same settings may be
+    there before this one's first); None otherwise, where the start is the resume point."""
+    from .. import checkpoint as ckpt
+
+    if not (Path(directory) / ckpt.FILE).is_file():  # none written yet
+        return None
+    try:
+        saved = ckpt.load(directory, fingerprint)
+    except ValueError as exc:
+        logger.warning("the failover goes on from the start, not from the checkpoint: %s", exc)
+        return None
+    if point is not None and (saved.job, saved.iteration) > point[0][1:]:
+        logger.warning("the failover goes on from the start: the checkpoint in %s (job %d "
+                       "iteration %d) is past where this run got", directory, saved.job,
+                       saved.iteration)
+        return None
+    return saved
 
 
 def _abort_on_error(comm: MPI.Intracomm, body: Callable[[], T]) -> T:

@@ -188,7 +188,7 @@ class Master:
         elif isinstance(i, ev.WakeAt):
             self.wake = i.at
         elif isinstance(i, ev.ComputeLoss):
-            loss = self.work.loss(i.theta) if i.loss else None
+            loss = self.work.loss(i.theta) if i.with_loss else None
             evaluation = self.work.evaluate(i.theta) if i.evaluate else None
             self.events.append(ev.LossComputed(i.job, i.iteration, loss, self.clock(),
                                                evaluation))

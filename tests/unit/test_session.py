@@ -413,23 +413,23 @@ def test_an_evaluation_is_asked_every_eval_every_iterations_and_at_the_end():
     d = Driver(FRC, loss_every=2, iterations=3, eval_every=1)
     d.open()
     assert play(d, now=0.5) == [decoded(0, {0, 2, 4}), it(1),
-                                ComputeLoss(0, 0, THETA, loss=False, evaluate=True)]
+                                ComputeLoss(0, 0, THETA, with_loss=False, evaluate=True)]
     measured = {"accuracy": 0.5}
     assert d.handle(LossComputed(0, 0, None, 0.6, measured)) == [
         Report(replace(report(0, 0.5).record, evaluation=measured), None)]
     assert play(d, now=1.0) == [decoded(1, {0, 2, 4}), it(2),
-                                ComputeLoss(0, 1, THETA, loss=True, evaluate=True)]
+                                ComputeLoss(0, 1, THETA, evaluate=True)]
     assert d.handle(LossComputed(0, 1, 2.0, 1.1, {"accuracy": 0.75})) == [
         Report(replace(report(1, 0.5, started=0.5).record, evaluation={"accuracy": 0.75}), 2.0)]
-    assert play(d, now=1.5)[-1] == ComputeLoss(0, 2, THETA, loss=True, evaluate=True)
+    assert play(d, now=1.5)[-1] == ComputeLoss(0, 2, THETA, evaluate=True)
     at_end = Driver(FRC, iterations=2, eval_every=0)  # at the end only
     at_end.open()
     assert play(at_end, now=0.5)[-1] == report(0, 0.5)
-    assert play(at_end, now=1.0)[-1] == ComputeLoss(0, 1, THETA, loss=True, evaluate=True)
+    assert play(at_end, now=1.0)[-1] == ComputeLoss(0, 1, THETA, evaluate=True)
     never = Driver(FRC, iterations=2)  # a job with no evaluation
     never.open()
     play(never, now=0.5)
-    assert play(never, now=1.0)[-1] == ComputeLoss(0, 1, THETA, loss=True, evaluate=False)
+    assert play(never, now=1.0)[-1] == ComputeLoss(0, 1, THETA)
 
 
 def test_the_end_stops_every_running_rank_then_releases_them_once_all_acknowledged():

@@ -147,3 +147,33 @@ def test_a_replay_cuts_the_chunks_of_a_batched_run_as_the_job_did():
     assert recoded.share == shape.share == 0.01
     assert recoded.default_chunk_rows() == job.recoded(recoded.code).default_chunk_rows()
 
+
+
+def test_a_libsvm_file_steps_in_mini_batches_as_its_dense_copy(tmp_path):
+    """Sparse CSR partitions give up a step's rows as the dense ones do: the coded mini-batch
+    steps of a LIBSVM file are those of the same data dense."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((90, 6)) * (rng.random((90, 6)) < 0.4)
+    X[:, -1] = 1.0  # every column present, so both files have six
+    y = np.where(X @ np.linspace(-1, 1, 6) > 0, 1.0, -1.0)
+    lines = [" ".join([f"{label:+g}", *(f"{j + 1}:{v:.17g}" for j, v in enumerate(row) if v)])
+             for row, label in zip(X, y, strict=True)]
+    (tmp_path / "d.svm").write_text("\n".join(lines) + "\n")
+    np.savez(tmp_path / "d.npz", X=X, y=(y > 0).astype(float))
+    code = make_code("gfrc", 4, stragglers=1)
+    thetas = []
+    for name in ("d.svm", "d.npz"):
+        job = coded(LogReg(dataset=str(tmp_path / name), lr=0.5), code, batch_size=20,
+                    batch_seed=3)
+        theta = np.zeros(6)
+        for step in range(6):  # into the second pass
+            blocks = step_rows_of(job, step)
+            dec = job.code.decoder()
+            for task in range(job.code.n_tasks):
+                value, _, _ = run_task(job.kernel, blocks, job.terms(task), theta,
+                                       job.result_size)
+                if dec.add(task, value):
+                    break
+            theta = job.update(theta, dec.result(), dec.missing_partitions, step)
+        thetas.append(theta)
+    np.testing.assert_allclose(thetas[0], thetas[1], rtol=1e-12, atol=1e-15)

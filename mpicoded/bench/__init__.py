@@ -26,9 +26,11 @@
   under no, one fixed, one moving and two fixed stragglers over uncoded's with none, capped
   (every worker at ``--cap`` of a core, as machines of one size) and uncapped; rows computed,
   messages, rank 0's CPU a result; PNGs of the taxes and of loss against wall time.
-- ``ddp``: a PyTorch MLP trained by PyTorch DDP (gloo) and by mpicoded on as many workers, all
-  capped at ``--cap`` of a core, with no straggler and with one at ``--small-fraction`` of that:
-  time a step, makespan, time to a target loss, straggler tax. Needs the torch extra and root.
+- ``ddp``: a PyTorch MLP (or ``--model cnn``: the digits example's CNN) trained by PyTorch DDP
+  (gloo) and by mpicoded on as many workers, full-batch or in mini-batches (``--batch-size``),
+  all capped at ``--cap`` of a core, with no straggler and with one at ``--small-fraction`` of
+  that: time a step, makespan, time to a target loss (mini-batches: held-out accuracy),
+  straggler tax. Needs the torch extra and root.
 - ``pagerank``: PageRank of a power-law graph of >= 1M edges on 21 ranks with seed001 delays:
   uncoded vs mds vs sparse (target each); time per iteration, end to end, non-zeros a task, and
   messages.
@@ -76,7 +78,7 @@ SCENARIOS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "ddp": bench_ddp,
     "faults": bench_faults,
 }
-DEFAULT_SAMPLES = {"real-stragglers": 600000, "ddp": 60000}  # straggler-tax: by ranks
+DEFAULT_SAMPLES = {"real-stragglers": 600000}  # straggler-tax: by ranks; ddp: by its model
 DEFAULT_ITERATIONS = {"purge": 50, "overhead": 200, "decode": 20, "paper001": 100,
                       "sim-scale": 100, "real-stragglers": 30, "pagerank": 30,
                       "dispatch": 200, "straggler-tax": 30, "ddp": 40, "faults": 30}
@@ -111,9 +113,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="real-stragglers: logreg rows on 7 ranks (a quarter on 21), default "
                    "600000; straggler-tax: logreg rows (x 100 features), default "
                    f"{ROWS_A_WORKER} a worker (240000 on 7 ranks, 800000 on 21); "
-                   "ddp: rows, default 60000")
-    p.add_argument("--features", type=int, default=100, help="ddp: input features; default 100")
-    p.add_argument("--hidden", type=int, default=64, help="ddp: hidden units; default 64")
+                   "ddp: the MLP's rows, default 60000")
+    p.add_argument("--features", type=int, default=None,
+                   help="ddp: the MLP's input features; default 100")
+    p.add_argument("--hidden", type=int, default=None, help="ddp: the MLP's hidden units; "
+                   "default 64")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                   help="ddp: mlp (seeded synthetic rows, SGD with momentum) or cnn (the digits "
+                   "example's CNN on scikit-learn's digits, Adam; the examples extra); "
+                   "default mlp")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="ddp: rows a step, both sides drawing mpicoded's seeded batches; the "
+                   "target is then a held-out accuracy; default: full-batch steps")
     p.add_argument("--ranks", type=int, default=None,
                    help="straggler-tax, ddp, overhead: MPI ranks (a master and ranks - 1 workers; "
                    "DDP runs ranks - 1 processes); default 7, 21 for overhead")
@@ -167,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         args.ranks = 21 if args.scenario == "overhead" else 7
     if args.nodes is None:
         args.nodes = PAGERANK_NODES if args.scenario == "straggler-tax" else 120000
-    if args.samples is None:
+    if args.samples is None and args.scenario != "ddp":  # ddp's: by its model
         args.samples = (ROWS_A_WORKER * (args.ranks - 1) if args.scenario == "straggler-tax"
                         else DEFAULT_SAMPLES.get(args.scenario, 0))
     out = SCENARIOS[args.scenario](args)

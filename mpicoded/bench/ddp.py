@@ -1,11 +1,12 @@
 """``bench ddp``: the same PyTorch model and data trained by PyTorch DDP (gloo, CPU, one process a
-worker, full-batch steps) and by mpicoded (a master and as many workers), with no straggler,
-with one worker held at ``--small-fraction`` of the others' share of a core (cgroups, root) and,
-asked for (``--patterns none,slow,stalls``), under the straggler-tax bench's short random
-stalls; every process capped at ``--cap`` of a core as machines of one size. Per run: time a step,
-makespan, time to the target loss (the loss DDP reaches after 90% of its steps with no
-straggler) and the straggler tax (the time with the straggler over the same system's without).
-Both decode the exact full-batch gradient, so they follow one loss curve; only time differs.
+worker) and by mpicoded (a master and as many workers), full-batch or in mini-batches, with no
+straggler, with one worker held at ``--small-fraction`` of the others' share of a core (cgroups,
+root) and, asked for (``--patterns none,slow,stalls``), under the straggler-tax bench's short
+random stalls; every process capped at ``--cap`` of a core as machines of one size. Per run:
+time a step, makespan, time to the target (DDP's after 90% of its steps with no straggler: the
+training loss full-batch, the held-out accuracy in mini-batches) and the straggler tax (the time
+with the straggler over the same system's without). Both compute each step's exact gradient
+over the same rows, so they follow one curve; only time differs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from ..throttle.groups import Throttle
 from ..throttle.quota import check_fraction
 from ..throttle.schedule import Key, Schedule, parse_stalls
+from . import ddp_job
 from .common import needs_quotas, table, train_run, worst_case
 from .tax import (
     SCHEMES,
@@ -40,7 +42,8 @@ DDP_SCHEMES = ["uncoded", "frc s=1", "gfrc s=2 partial"]  # the default of --sch
 PATTERNS = ("none", "slow", "stalls")
 DEFAULT_PATTERNS = "none,slow"
 TIMEOUT_S = 900
-TARGET_AT = 0.9  # the target loss: DDP's with no straggler after this share of its steps
+TARGET_AT = 0.9  # the target: DDP's with no straggler after this share of its steps
+MLP_SHAPE = (60000, 100, 64)  # rows, features, hidden units
 
 
 def shares(world: int, cap: float, fraction: float, pattern: str, first: int) -> Schedule:
@@ -66,8 +69,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> dict[str, Any]:
-    """One DDP run of ``world`` processes, each in its cpu group; rank 0's log, parsed."""
+def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str],
+            batched: bool) -> dict[str, Any]:
+    """One DDP run of ``world`` processes, each in its cpu group; rank 0's log, parsed: its
+    curve of the loss, or (``batched``) of the held-out accuracy."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ddp.jsonl"
         throttle = Throttle({}, schedule=dataclasses.replace(schedule, clock=str(log))).create()
@@ -95,34 +100,74 @@ def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str]) -> 
             throttle.remove()
         rows = [json.loads(line) for line in log.read_text().splitlines()]
         failed = [rank for rank, p in enumerate(procs) if p.returncode]
-        if failed and (not rows or rows[-1]["record"] != "run"):
+        if failed and not any(r["record"] == "run" for r in rows):
             raise RuntimeError("DDP failed:\n" + "\n".join(o.read_text()[-2000:] for o in outs))
         if failed:  # seen here: gloo's "terminate called without an active exception"
             print(f"[bench] DDP: rank(s) {failed} failed once every rank had finished its steps "
                   "(the run's record is written, its numbers stand): "
                   f"{outs[failed[0]].read_text()[-300:].strip()!r}", file=sys.stderr, flush=True)
     steps_done = [r for r in rows if r["record"] == "step"]
-    # step t logs the loss at the theta it started from, ready when step t - 1 ended: the
-    # curve mpicoded's records give (each iteration's theta, at its end)
-    curve = [(before["at_s"], after["loss"])
-             for before, after in zip(steps_done, steps_done[1:], strict=False)]
-    makespan = rows[-1]["makespan_s"]
+    if batched:  # each step's theta, evaluated after the run, at the time the step ended
+        accuracy = {r["step"]: r["accuracy"] for r in rows if r["record"] == "evaluation"}
+        curve = [(r["at_s"], accuracy[r["step"]]) for r in steps_done]
+    else:  # step t logs the loss at the theta it started from, ready when step t - 1 ended:
+        # the curve mpicoded's records give (each iteration's theta, at its end)
+        curve = [(before["at_s"], after["loss"])
+                 for before, after in zip(steps_done, steps_done[1:], strict=False)]
+    makespan = next(r["makespan_s"] for r in rows if r["record"] == "run")
     return {"step_s": makespan / steps, "makespan_s": makespan, "curve": curve}
 
 
-def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule) -> dict[str, Any]:
+def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule,
+                 batch: int | None) -> dict[str, Any]:
+    """One mpicoded run; its curve of the loss, or (``batch``) of the held-out accuracy, which
+    rank 0 evaluates as it goes (inside the run's time, unlike DDP's)."""
+    watch = ["--loss-every", "1"] if batch is None else [
+        "--batch-size", str(batch), "--batch-seed", str(ddp_job.BATCH_SEED), "--loss-every", "0",
+        "--eval-every", "1"]
     run = train_run(ranks, ["--job", "mpicoded.bench.ddp_job:bench_job", "--delay", "none",
-                            "--iterations", str(steps), "--loss-every", "1", *flags],
+                            "--iterations", str(steps), *watch, *flags],
                     records=True, throttle=schedule)
     its = run["iteration_records"]
+    seen = [(r, r["loss"] if batch is None else (r["evaluation"] or {}).get("accuracy"))
+            for r in its]
     return {"step_s": run["mean_iteration_s"], "makespan_s": run["makespan_s"],
-            "curve": [(r["started_s"] + r["wall_s"] - its[0]["started_s"], r["loss"]) for r in its
-                      if r["loss"] is not None]}
+            "curve": [(r["started_s"] + r["wall_s"] - its[0]["started_s"], value)
+                      for r, value in seen if value is not None]}
 
 
-def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
-    """When the loss first reached ``target`` (None: never)."""
-    return next((t for t, loss in curve if loss <= target), None)
+def time_to(curve: list[tuple[float, float]], target: float, rising: bool) -> float | None:
+    """When the curve first reached ``target`` (``rising``: an accuracy, at or above it; a loss
+    at or below it; None: never)."""
+    return next((t for t, value in curve if (value >= target if rising else value <= target)),
+                None)
+
+
+def setup(args: argparse.Namespace) -> dict[str, str]:
+    """The model's environment for every process of both sides; refuses flags it would
+    ignore, or a batch the data cannot give."""
+    if args.model == "cnn":
+        given = [f for f, v in (("--samples", args.samples), ("--features", args.features),
+                                ("--hidden", args.hidden)) if v is not None]
+        if given:
+            raise SystemExit(f"ddp: --model cnn trains on scikit-learn's digits: drop "
+                             f"{', '.join(given)} (they shape the MLP)")
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            raise SystemExit("ddp: --model cnn needs scikit-learn: pip install "
+                             "mpicoded[examples]") from None
+    shape = [given or default for given, default in zip(
+        (args.samples, args.features, args.hidden), MLP_SHAPE, strict=True)]
+    env = {ddp_job.SHAPE_VAR: ",".join(map(str, shape)), ddp_job.MODEL_VAR: args.model,
+           ddp_job.BATCH_VAR: str(args.batch_size or 0)}
+    os.environ.update(env)  # mpirun's ranks inherit it
+    if args.batch_size is not None:
+        rows = len(ddp_job.data()[1])
+        if not 1 <= args.batch_size <= rows:
+            raise SystemExit(f"ddp: --batch-size {args.batch_size} is out of range: allowed 1 "
+                             f"to the training rows, {rows}")
+    return {**os.environ}
 
 
 def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
@@ -131,10 +176,9 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
         import torch  # noqa: F401
     except ImportError:
         raise SystemExit("ddp needs PyTorch: pip install mpicoded[torch]") from None
-    ranks, steps = args.ranks, args.iterations
+    ranks, steps, batch = args.ranks, args.iterations, args.batch_size
     world = ranks - 1
-    env = {**os.environ, "MPICODED_DDP_SHAPE": f"{args.samples},{args.features},{args.hidden}"}
-    os.environ["MPICODED_DDP_SHAPE"] = env["MPICODED_DDP_SHAPE"]  # mpirun's ranks inherit it
+    env = setup(args)
     schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, SCHEMES, "--schemes")
     patterns = chosen(args.patterns or DEFAULT_PATTERNS, PATTERNS, "--patterns")
     if "none" not in patterns:
@@ -144,25 +188,30 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
     for pattern in patterns:
         print(f"[bench] ddp, {pattern}: PyTorch DDP ...", file=sys.stderr, flush=True)
         runs[f"DDP | {pattern}"] = run_ddp(world, steps, shares(
-            world, args.cap, args.small_fraction, pattern, 0), env)
+            world, args.cap, args.small_fraction, pattern, 0), env, batch is not None)
         for name in schemes:
             print(f"[bench] ddp, {pattern}: mpicoded {name} ...", file=sys.stderr, flush=True)
             runs[f"mpicoded {name} | {pattern}"] = run_mpicoded(
                 ranks, SCHEMES[name], steps,
-                shares(world, args.cap, args.small_fraction, pattern, 1))
+                shares(world, args.cap, args.small_fraction, pattern, 1), batch)
     base = runs["DDP | none"]["curve"]
     target = base[max(0, math.ceil(TARGET_AT * len(base)) - 1)][1]
     rows = []
     for key, run in runs.items():
         system, pattern = key.split(" | ")
-        run["to_target_s"] = time_to(run["curve"], target)
+        run["to_target_s"] = time_to(run["curve"], target, rising=batch is not None)
         run["tax"] = run["makespan_s"] / runs[f"{system} | none"]["makespan_s"]
         reached = run["to_target_s"]
         rows.append([system, pattern, f"{run['step_s'] * 1e3:.1f}", f"{run['makespan_s']:.2f}",
                      "never" if reached is None else f"{reached:.2f}", f"{run['tax']:.2f}"])
+    samples, features, hidden = (int(v) for v in env[ddp_job.SHAPE_VAR].split(","))
+    what = ("the digits example's CNN on 1500 digits" if args.model == "cnn" else
+            f"MLP {features}-{hidden}-10 on {samples} rows")
+    steps_are = "full-batch steps" if batch is None else f"steps of {batch} rows"
+    aim = (f"target loss {target:.4f}" if batch is None else
+           f"target held-out accuracy {target:.4f}")
     print(f"\nPyTorch DDP against mpicoded: {world} workers at {args.cap:g} of a core, the "
-          f"straggler at {args.small_fraction:g} of that; MLP {args.features}-{args.hidden}-10 "
-          f"on {args.samples} rows, {steps} full-batch steps, target loss {target:.4f}")
+          f"straggler at {args.small_fraction:g} of that; {what}, {steps} {steps_are}, {aim}")
     print(table(["system", "straggler", "step (ms)", "makespan (s)", "to target (s)", "tax"],
                 rows))
     summary = {}
@@ -180,7 +229,8 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
               + worst_case(worst, patterns, "torch"))
         summary["worst_over_ddp_none"] = worst
     print(f"\n{json.dumps(summary)} (goals, DDP's time to the target over mpicoded's: with "
-          "the straggler >= 15, under stalls >= 2, with nobody slow >= 1 / 1.05)")
+          f"the straggler >= {15 if batch is None else 10}, under stalls >= 2, with nobody "
+          "slow >= 1 / 1.05)")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ddp.json").write_text(json.dumps({"target": target, "runs": runs,

@@ -1,7 +1,10 @@
 """The model and data of ``bench ddp``, shared by its two sides: an MLP classifier on a seeded
-synthetic data set, full-batch SGD with momentum. mpicoded builds it by ``--job
+synthetic data set (SGD with momentum), or the digits example's CNN on scikit-learn's digits
+(Adam), each with held-out rows. mpicoded builds it by ``--job
 mpicoded.bench.ddp_job:bench_job``; each DDP process runs this module (``python -m``) on its
-shard. The size comes from MPICODED_DDP_SHAPE=ROWS,FEATURES,HIDDEN (inherited by every rank)."""
+share of each step's rows. Every rank inherits the set-up from the environment:
+MPICODED_DDP_SHAPE=ROWS,FEATURES,HIDDEN (the MLP's), MPICODED_DDP_MODEL (mlp or cnn) and
+MPICODED_DDP_BATCH (rows a step; 0: the whole data set)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,16 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
+from ..jobs.batches import Batches
 from ..jobs.torchjob import TorchJob
 
-SHAPE_VAR = "MPICODED_DDP_SHAPE"
+SHAPE_VAR, MODEL_VAR, BATCH_VAR = "MPICODED_DDP_SHAPE", "MPICODED_DDP_MODEL", "MPICODED_DDP_BATCH"
+MODELS = ("mlp", "cnn")
 CLASSES = 10
-LR, MOMENTUM = 0.2, 0.9
+LR, MOMENTUM = 0.2, 0.9  # the MLP's SGD
+CNN_LR = 0.01  # the CNN's Adam, as the digits example
+BATCH_SEED = 0
+Data = tuple[torch.Tensor, torch.Tensor]
 
 
 def shape() -> tuple[int, int, int]:
@@ -26,38 +34,78 @@ def shape() -> tuple[int, int, int]:
     return rows, features, hidden
 
 
+def kind() -> str:
+    return os.environ.get(MODEL_VAR, "mlp")
+
+
+def batch_size() -> int:
+    return int(os.environ.get(BATCH_VAR, "0"))
+
+
 def model() -> torch.nn.Module:
+    if kind() == "cnn":
+        from ..examples.torch_digits import model as cnn
+
+        return cnn()
     _, features, hidden = shape()
     torch.manual_seed(0)  # one start for every process of both sides
     return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
                                torch.nn.Linear(hidden, CLASSES))
 
 
-def data() -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded inputs and labels from a random linear teacher (learnable, not separable)."""
+def split() -> tuple[Data, Data]:
+    """(training rows, held-out rows). The MLP's: seeded inputs and labels from a random linear
+    teacher (learnable, not separable), a fifth as many held out; the CNN's: the example's."""
+    if kind() == "cnn":
+        from ..examples.torch_digits import digits
+
+        X, y, X_test, y_test = digits()
+        return (X, y), (X_test, y_test)
     rows, features, _ = shape()
+    extra = max(1, rows // 5)  # held out
     g = torch.Generator().manual_seed(7)
-    X = torch.randn(rows, features, generator=g)
+    X = torch.randn(rows + extra, features, generator=g)
     teacher = torch.randn(features, CLASSES, generator=g)
-    y = (X @ teacher + 2.0 * torch.randn(rows, CLASSES, generator=g)).argmax(1)
-    return X, y
+    y = (X @ teacher + 2.0 * torch.randn(rows + extra, CLASSES, generator=g)).argmax(1)
+    return (X[:rows], y[:rows]), (X[rows:], y[rows:])
+
+
+def data() -> Data:
+    return split()[0]
+
+
+def held_out() -> Data:
+    return split()[1]
 
 
 def optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    if kind() == "cnn":
+        return torch.optim.Adam(params, lr=CNN_LR)
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
 
 
 def bench_job() -> TorchJob:
     """mpicoded's side: the model, the summed loss, the data loaded on rank 0."""
     return TorchJob(model(), torch.nn.CrossEntropyLoss(reduction="sum"), data,
-                    optimizer=optimizer)
+                    optimizer=optimizer, eval_data=held_out)
+
+
+def accuracy(net: torch.nn.Module, theta: torch.Tensor, X: torch.Tensor,
+             y: torch.Tensor) -> float:
+    """The held-out accuracy at ``theta`` (in eval mode, as TorchJob evaluates)."""
+    torch.nn.utils.vector_to_parameters(theta, net.parameters())
+    net.eval()
+    with torch.no_grad():
+        return float((net(X).argmax(1) == y).float().mean())
 
 
 def ddp_main(steps: int, out: str) -> None:
-    """One DDP process (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment): its
-    shard of rows, full-batch steps whose all-reduced gradient is the whole data set's mean;
-    rank 0 writes the loss and wall time of every step to ``out`` (its first line, the start,
-    as soon as the group is up: the throttle's clock)."""
+    """One DDP process (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment). Each
+    step's rows (all of them, or the step's batch as mpicoded's ``Batches`` draws it) are dealt
+    out over the processes; each backpropagates its rows' summed loss over the step's rows and
+    DDP's average makes the step's mean gradient. Rank 0 writes every step's wall time and
+    loss to ``out`` (its first line, the start, as soon as the group is up: the throttle's
+    clock) and, after the run and outside its time, each step's held-out accuracy."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
@@ -65,29 +113,40 @@ def ddp_main(steps: int, out: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     X, y = data()
-    shard = np.array_split(np.arange(len(y)), world)[rank]
-    X, y, total = X[shard], y[shard], len(data()[1])
+    batches = Batches(len(y), batch_size(), BATCH_SEED) if batch_size() else None
+    total = len(y) if batches is None else batches.size
+    mine = torch.from_numpy(np.array_split(np.arange(len(y)), world)[rank])
+    inputs, labels = X[mine], y[mine]  # full batch: this process's rows, every step
     net = DistributedDataParallel(model())
     opt = optimizer(net.parameters())
     loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+    thetas: list[torch.Tensor] = []  # rank 0's: each step's parameters, evaluated after
     dist.barrier()
     log = open(out, "w", buffering=1) if rank == 0 else None  # noqa: SIM115
     if log is not None:
         log.write(json.dumps({"record": "start"}) + "\n")
     start = time.perf_counter()
     for step in range(steps):
+        if batches is not None:
+            mine = torch.from_numpy(np.array_split(batches.ordered(step), world)[rank])
+            inputs, labels = X[mine], y[mine]
         opt.zero_grad()
-        loss = loss_fn(net(X), y)
+        loss = loss_fn(net(inputs), labels)
         (loss * world / total).backward()  # DDP averages over processes: the mean over rows
         opt.step()
         seen = loss.detach().clone()
         dist.all_reduce(seen)  # the loss at the theta this step started from
         if log is not None:
+            thetas.append(torch.nn.utils.parameters_to_vector(net.parameters()).detach().clone())
             log.write(json.dumps({"record": "step", "step": step, "loss": float(seen) / total,
                                   "at_s": time.perf_counter() - start}) + "\n")
     dist.barrier()
     if log is not None:
         log.write(json.dumps({"record": "run", "makespan_s": time.perf_counter() - start}) + "\n")
+        (X_test, y_test), judge = held_out(), model()
+        for step, theta in enumerate(thetas):
+            log.write(json.dumps({"record": "evaluation", "step": step,
+                                  "accuracy": accuracy(judge, theta, X_test, y_test)}) + "\n")
         log.close()
     dist.destroy_process_group()
 

@@ -211,9 +211,11 @@ def test_straggler_tax_bench_runs_pagerank(tmp_path):
 
 
 def test_ddp_bench_runs(tmp_path):
-    """bench ddp on tiny settings (root, cgroups, torch): PyTorch DDP and an mpicoded scheme
-    run with and without the straggler on one loss curve (both decode the exact gradient), and
-    each reaches the target loss. The stalls pattern's shares: tests/unit/test_ddp_shares.py."""
+    """bench ddp in mini-batches on tiny settings (root, cgroups, torch): PyTorch DDP and an
+    mpicoded scheme run with and without the straggler on one curve of held-out accuracy (both
+    step on the exact gradient of the same batches), and each reaches the target. Full-batch
+    steps differ only in the rows each step takes; the stalls pattern's shares:
+    tests/unit/test_ddp_bench.py."""
     pytest.importorskip("torch", reason="needs the torch extra")
     from mpicoded.throttle.controller import ThrottleError, find_controller
 
@@ -221,22 +223,23 @@ def test_ddp_bench_runs(tmp_path):
         find_controller()
     except ThrottleError as exc:
         pytest.skip(f"needs root and cgroups: {exc}")
-    done = bench("ddp", "--samples", "3000", "--features", "20", "--hidden", "16", "--iterations",
-                 "6", "--ranks", "5", "--schemes", "gfrc s=2 partial", "--cap", "0.5",
-                 "--small-fraction", "0.2", "--patterns", "none,slow",
-                 "--out", str(tmp_path))
+    done = bench("ddp", "--samples", "3000", "--features", "20", "--hidden", "16",
+                 "--batch-size", "300", "--iterations", "6", "--ranks", "5", "--schemes",
+                 "gfrc s=2 partial", "--cap", "0.5", "--small-fraction", "0.2", "--patterns",
+                 "none,slow", "--out", str(tmp_path))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "PyTorch DDP against mpicoded" in done.stdout
+    assert "6 steps of 300 rows, target held-out accuracy" in done.stdout
     result = json.loads((tmp_path / "ddp.json").read_text())
     runs = result["runs"]
     assert set(runs) == {f"{s} | {p}" for p in ("none", "slow") for s in (
         "DDP", "mpicoded gfrc s=2 partial")}
-    ddp = [loss for _, loss in runs["DDP | none"]["curve"]]  # theta 1..5; mpicoded's: 1..6
-    assert len(ddp) == 5
+    ddp = [accuracy for _, accuracy in runs["DDP | none"]["curve"]]  # theta 1..6, both sides
+    assert len(ddp) == 6 and len(set(ddp)) > 1  # it learns
     for key, run in runs.items():
-        losses = [loss for _, loss in run["curve"]][:5]
         assert run["to_target_s"] is not None, key
-        assert np.allclose(losses, ddp, rtol=1e-4), key  # float32 sums in another order
+        # float32 sums in another order could flip a borderline row of the 600 held out
+        assert np.allclose([accuracy for _, accuracy in run["curve"]], ddp, atol=1.5 / 600), key
     worst = result["summary"]["worst_over_ddp_none"]
     clean = runs["DDP | none"]["to_target_s"]
     assert worst == {"gfrc s=2 partial": max(runs[f"mpicoded gfrc s=2 partial | {p}"][

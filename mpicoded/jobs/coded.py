@@ -119,6 +119,11 @@ class Coded:
         return None
 
     @property
+    def stateful(self) -> bool:
+        """Whether later steps depend on ``state()`` (``GradientJob.stateful``)."""
+        return False
+
+    @property
     def evaluates(self) -> bool:
         """Whether the job has an evaluation on held-out data (``GradientJob.evaluate``)."""
         return False

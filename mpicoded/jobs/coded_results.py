@@ -56,12 +56,16 @@ class CodedGradient(Coded):
             raise ValueError(f"--batch-size: {self.name} does not define batch_rows(rows), which "
                              "tells its step how many rows of a mini-batch it divides by; "
                              "drop --batch-size to train on full batches")
-        if self._remote or not self.job.additive or any(row_arrays(p) is None
-                                                        for p in self.parts):
+        if self._remote and not overrides(self.job, "partition_rows", GradientJob):
+            raise ValueError(f"--batch-size: {self.name}'s workers load their own blocks and it "
+                             "does not define partition_rows(k), which numbers their rows for "
+                             "the batches; define it, or let rank 0 read the data")
+        if not self.job.additive or any(row_arrays(p) is None for p in self.parts):
             raise ValueError(f"--batch-size: {self.name}'s blocks must be arrays (or tuples of "
-                             "them) held by rank 0 and summed over rows (additive), to be "
-                             "sampled by rows")
-        bounds = tuple(int(b) for b in np.cumsum([0, *(row_count(p) for p in self.parts)]))
+                             "them) summed over rows (additive), to be sampled by rows")
+        rows = (self.job.partition_rows(self.code.n_partitions) if self._remote
+                else [row_count(p) for p in self.parts])
+        bounds = tuple(int(b) for b in np.cumsum([0, *rows]))
         return Batches(bounds[-1], size, seed), bounds
 
     @property
@@ -141,6 +145,10 @@ class CodedGradient(Coded):
 
     def state(self) -> np.ndarray | None:
         return self.job.state()
+
+    @property
+    def stateful(self) -> bool:
+        return self.job.stateful
 
     @property
     def evaluates(self) -> bool:

@@ -25,7 +25,8 @@ class GradientJob:
     ``step(theta, total, covered)``; optionally ``loss(theta)``, ``block_loss(block, theta)``
     with ``combine_loss`` (the loss decoded with the gradient; ``compute_with_loss`` to share
     work between the two), ``theta0()``, ``prepare_step()``, ``summary``, ``batch_rows``
-    (mini-batch SGD), ``evaluate`` (held-out data), and ``state`` with ``restore``
+    (mini-batch SGD; with ``partition_rows`` where workers load their blocks), ``evaluate``
+    (held-out data), and ``state`` with ``restore``
     (checkpoints of an optimizer's state).
     ``compute`` must return an array of ``dim`` entries. When ``additive`` is true (a sum over
     rows, not a mean), a block that is an array, a sparse matrix or a tuple of arrays sharing
@@ -66,6 +67,11 @@ class GradientJob:
     def partitioned(self, k: int) -> None:
         """Called on rank 0 once the data are cut in k partitions, before ``blocks`` and any
         ``step``, whoever reads the blocks (a step that counts rows may need k)."""
+
+    def partition_rows(self, k: int) -> Sequence[int]:
+        """Each of the k partitions' rows, on rank 0, for a job whose workers load their own
+        blocks (``load_block``): mini-batches number the rows without reading them."""
+        raise NotImplementedError
 
     def prepare_step(self) -> None:
         """Optional: rank 0's one-off work for ``step`` (a default step size from the whole
@@ -141,6 +147,12 @@ class GradientJob:
 
     def restore(self, state: np.ndarray) -> None:
         """Take back the ``state()`` of a checkpoint: a resumed run goes on as it would have."""
+
+    @property
+    def stateful(self) -> bool:
+        """Whether later steps depend on ``state()`` (a failover then needs a checkpoint's):
+        it is defined."""
+        return overrides(self, "state", GradientJob)
 
     def theta0(self) -> np.ndarray:
         """Where descent starts: zeros of length ``dim``."""

@@ -70,6 +70,11 @@ class SampleJob(GradientJob):
         self.sizes = [len(r) for r in rows]
         self._counted = None  # full batches until a run's batch_rows says otherwise
 
+    def partition_rows(self, k: int) -> list[int]:
+        """Each partition's rows, from the .npy's shape alone (workers read the rows)."""
+        self.partitioned(k)
+        return self.sizes
+
     @cached_property
     def _table(self) -> np.ndarray:
         """A worker's memory map of the .npy (its rows are read as its partitions are)."""

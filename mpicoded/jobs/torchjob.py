@@ -220,6 +220,14 @@ class TorchJob(GradientJob):
     def restore(self, state: np.ndarray) -> None:
         self._load_states(torch.load(io.BytesIO(state.tobytes()), weights_only=True))
 
+    @property
+    def stateful(self) -> bool:
+        """Whether later steps depend on the optimizer's or a scheduler's state: all but plain
+        SGD without momentum and without a scheduler."""
+        plain = type(self.optimizer) is torch.optim.SGD and not any(
+            group.get("momentum", 0) for group in self.optimizer.param_groups)
+        return self.scheduler is not None or not plain
+
     def theta0(self) -> np.ndarray:
         """The model's parameters as the job was built (the optimizer's and scheduler's state
         reset: each job of a stream starts afresh). A resumed run takes them back from its

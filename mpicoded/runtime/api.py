@@ -292,14 +292,14 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()
     resume = None
-    if plan.job.state() is not None and opts.checkpoint:
+    if plan.job.stateful and opts.checkpoint:
         # the job's own state (an optimizer's) died with the master; the newest checkpoint
         # kept it, and with none yet the start is exact too
         resume = _saved_before(opts.checkpoint, plan.fingerprint, point)
     elif point is not None:
         (_, job_index, iteration), theta = point
         resume = ckpt.Checkpoint(job_index, iteration, theta, plan.fingerprint)
-        if plan.job.state() is not None:
+        if plan.job.stateful:
             logger.warning("the job's state beside theta (an optimizer's) died with the "
                            "master and restarts; --checkpoint DIR makes a failover go on from "
                            "the newest checkpoint, which keeps it")

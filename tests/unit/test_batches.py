@@ -10,7 +10,7 @@ from ridge_job import Ridge
 from mpicoded import ShardSampler
 from mpicoded.codes import make_code
 from mpicoded.core.shape import Shape
-from mpicoded.jobs import LinReg, LogReg, coded
+from mpicoded.jobs import GradientJob, LinReg, LogReg, coded
 from mpicoded.jobs.batches import Batches, StepRows
 from mpicoded.jobs.logreg import REG, sigmoid
 from mpicoded.jobs.task import default_chunk_rows, run_task
@@ -91,7 +91,9 @@ def test_chunks_span_the_rows_a_chunk_of_the_batch_is_drawn_from():
 
 
 def step_rows_of(job, step):
-    return StepRows(job.batches, job.bounds, dict(enumerate(job.parts)), step)
+    """A worker's blocks as step ``step`` sees them (read by the worker where it loads them)."""
+    blocks = {j: job.local_block(j) for j in range(job.code.n_partitions)}
+    return StepRows(job.batches, job.bounds, blocks, step)
 
 
 @pytest.mark.parametrize("codename", ["frc", "cyclic"])
@@ -137,6 +139,18 @@ def test_jobs_that_cannot_train_in_mini_batches_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="--batch-size 501 is out of range"):
         coded(LogReg(samples=500, features=4), code, batch_size=501)
 
+    class Loaded(GradientJob):  # its workers load their blocks; rank 0 cannot count rows
+        dim = 2
+
+        def load_block(self, j: int, k: int):
+            return np.ones((10, 2))
+
+        def batch_rows(self, rows: np.ndarray) -> None:
+            pass
+
+    with pytest.raises(ValueError, match="does not define partition_rows"):
+        coded(Loaded(), code, batch_size=10)
+
 
 def test_a_replay_cuts_the_chunks_of_a_batched_run_as_the_job_did():
     job = coded(LogReg(samples=6000, features=10), make_code("frc", 6, stragglers=2),
@@ -149,9 +163,10 @@ def test_a_replay_cuts_the_chunks_of_a_batched_run_as_the_job_did():
 
 
 
-def test_a_libsvm_file_steps_in_mini_batches_as_its_dense_copy(tmp_path):
-    """Sparse CSR partitions give up a step's rows as the dense ones do: the coded mini-batch
-    steps of a LIBSVM file are those of the same data dense."""
+def test_a_libsvm_file_and_a_mapped_npy_step_in_mini_batches_as_their_dense_copy(tmp_path):
+    """Sparse CSR partitions give up a step's rows as the dense ones do, and a memory-mapped
+    .npy whose workers read their own partitions (rank 0 numbering the rows from its shape
+    alone) as one rank 0 holds: the coded mini-batch steps of all three are the same."""
     rng = np.random.default_rng(2)
     X = rng.standard_normal((90, 6)) * (rng.random((90, 6)) < 0.4)
     X[:, -1] = 1.0  # every column present, so both files have six
@@ -160,11 +175,13 @@ def test_a_libsvm_file_steps_in_mini_batches_as_its_dense_copy(tmp_path):
              for row, label in zip(X, y, strict=True)]
     (tmp_path / "d.svm").write_text("\n".join(lines) + "\n")
     np.savez(tmp_path / "d.npz", X=X, y=(y > 0).astype(float))
+    np.save(tmp_path / "d.npy", np.column_stack([X, y > 0]).astype(float))
     code = make_code("gfrc", 4, stragglers=1)
     thetas = []
-    for name in ("d.svm", "d.npz"):
+    for name in ("d.svm", "d.npz", "d.npy"):
         job = coded(LogReg(dataset=str(tmp_path / name), lr=0.5), code, batch_size=20,
                     batch_seed=3)
+        assert job.remote == name.endswith(".npy")
         theta = np.zeros(6)
         for step in range(6):  # into the second pass
             blocks = step_rows_of(job, step)
@@ -176,4 +193,5 @@ def test_a_libsvm_file_steps_in_mini_batches_as_its_dense_copy(tmp_path):
                     break
             theta = job.update(theta, dec.result(), dec.missing_partitions, step)
         thetas.append(theta)
-    np.testing.assert_allclose(thetas[0], thetas[1], rtol=1e-12, atol=1e-15)
+    for theta in thetas[1:]:
+        np.testing.assert_allclose(theta, thetas[0], rtol=1e-12, atol=1e-15)

@@ -143,6 +143,29 @@ def test_the_optimizers_and_schedulers_state_survive_a_checkpoint(tmp_path):
     assert ckpt.load(tmp_path, "f").state is None
 
 
+def test_only_plain_sgd_without_a_scheduler_is_stateless():
+    """A failover needs a checkpoint's state only for a job whose later steps depend on it:
+    momentum, Adam's moments, a schedule; a GradientJob that defines state() is stateful."""
+    from mpicoded.jobs.sample import SampleJob
+
+    def stateful(optimizer=None, scheduler=None) -> bool:
+        return TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), data(),
+                        optimizer=optimizer, scheduler=scheduler).stateful
+
+    assert not stateful()
+    assert not stateful(lambda ps: torch.optim.SGD(ps, lr=0.1))
+    assert stateful(lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9))
+    assert stateful(lambda ps: torch.optim.Adam(ps))
+    assert stateful(scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, 2))
+    assert not SampleJob.__new__(SampleJob).stateful
+
+    class Kept(SampleJob):
+        def state(self) -> np.ndarray:
+            return np.zeros(1)
+
+    assert Kept.__new__(Kept).stateful
+
+
 def test_a_step_leaves_the_theta_it_was_given_alone():
     """The parameters are loaded from a copy: a float64 model's once viewed theta, and the
     optimizer's step wrote the next theta into the caller's array (a callback's, say)."""

@@ -1,8 +1,10 @@
 """A PyTorch user's script, defined only in the tests: an MLP (float64, so that decoding is
-checked to rounding) trained by mpicoded under mpirun, and the same by one process; in
-mini-batches, the same by PyTorch DDP over ``mpicoded.ShardSampler`` (``ddp`` argv)."""
+checked to rounding; float32, PyTorch's default, with TORCH_JOB_DTYPE=float32) trained by
+mpicoded under mpirun, and the same by one process; in mini-batches, the same by PyTorch DDP
+over ``mpicoded.ShardSampler`` (``ddp`` argv)."""
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -11,19 +13,20 @@ import torch
 import mpicoded
 
 ITERATIONS = 12
+DTYPE = getattr(torch, os.environ.get("TORCH_JOB_DTYPE", "float64"))  # every rank inherits it
 BATCH, BATCH_SEED = 120, 5  # 10 steps a pass over the 1200 rows: the 12 steps cross into a second
 
 
 def model() -> torch.nn.Module:
     torch.manual_seed(0)  # the same start on every rank
     return torch.nn.Sequential(torch.nn.Linear(10, 24), torch.nn.Tanh(),
-                               torch.nn.Linear(24, 4)).double()
+                               torch.nn.Linear(24, 4)).to(DTYPE)
 
 
 def data():
     g = torch.Generator().manual_seed(3)
     X = torch.randn(1200, 10, generator=g, dtype=torch.float64)
-    return X, (X[:, :4] * torch.arange(1.0, 5.0, dtype=torch.float64)).argmax(1)
+    return X.to(DTYPE), (X[:, :4] * torch.arange(1.0, 5.0, dtype=torch.float64)).argmax(1)
 
 
 def optimizer(params):

@@ -1,7 +1,8 @@
 """End to end: mini-batch SGD of a torch model through mpirun, with a purged straggler, against
 real PyTorch DDP (gloo, three processes) over ``mpicoded.ShardSampler``: the same parameters
-step by step, after a resume mid-pass and after the master's death mid-pass (the optimizer's
-momentum kept in the checkpoint), and across a worker's death and the re-code it takes."""
+step by step (float64 to 1e-9, float32 to 1e-5), after a resume mid-pass and after the
+master's death mid-pass (the optimizer's momentum kept in the checkpoint), and across a
+worker's death and the re-code it takes."""
 
 from __future__ import annotations
 
@@ -30,11 +31,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def ddp_thetas(tmp_path_factory):
-    """Every step's parameters of the DDP run (rank 0's)."""
-    pytest.importorskip("torch", reason="needs the torch extra")
-    out = tmp_path_factory.mktemp("ddp") / "thetas.npy"
+def run_ddp(out: Path) -> np.ndarray:
+    """Every step's parameters of a DDP run (rank 0's), in TORCH_JOB_DTYPE's precision."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     procs = [subprocess.Popen([sys.executable, str(SCRIPT), "ddp", str(rank), str(DDP_WORLD),
                                str(out)], env=env, start_new_session=True,
@@ -51,21 +49,45 @@ def ddp_thetas(tmp_path_factory):
     return np.load(out)
 
 
+@pytest.fixture(scope="module")
+def ddp_thetas(tmp_path_factory):
+    """Every step's parameters of the float64 DDP run."""
+    pytest.importorskip("torch", reason="needs the torch extra")
+    return run_ddp(tmp_path_factory.mktemp("ddp") / "thetas.npy")
+
+
+def thetas_of(done) -> tuple[np.ndarray, dict]:
+    """The parameters after every iteration of a torch_job.py run, and what else it said."""
+    assert done.returncode == 0, done.output[-3000:]
+    got = json.loads(next(s for s in done.output.splitlines()
+                          if s.startswith("RESULT "))[len("RESULT "):])
+    return np.array(got["thetas"]), got
+
+
 def test_mini_batches_through_mpirun_equal_ddp_step_by_step(ddp_thetas):
     """gfrc s=2 with partial work (pieces of the step's rows; whole tasks over them: the
     worker-kill test below), a worker really computing 30x over and purged: every step's
     parameters those of DDP's loop, across a pass's end (float64)."""
     from torch_job import BATCH, ITERATIONS, single_process
 
-    done = run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH)], timeout=180)
-    assert done.returncode == 0, done.output[-3000:]
-    got = json.loads(next(s for s in done.output.splitlines()
-                          if s.startswith("RESULT "))[len("RESULT "):])
-    thetas = np.array(got["thetas"])
+    thetas, got = thetas_of(run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH)], timeout=180))
     assert got["purged"] > 0 and thetas.shape == ddp_thetas.shape == (ITERATIONS, thetas.shape[1])
     np.testing.assert_allclose(thetas, ddp_thetas, rtol=1e-9, atol=1e-12)
     # and mini-batches they were: full-batch training lands elsewhere
     assert not np.allclose(thetas[-1], single_process(), rtol=1e-3, atol=1e-6)
+
+
+def test_float32_mini_batches_equal_ddp_within_float32s_rounding(tmp_path, monkeypatch):
+    """PyTorch's default precision: the same run (a straggler purged) and DDP's, both in
+    float32, whose sums are rounded in another order: every step within 1e-5."""
+    pytest.importorskip("torch", reason="needs the torch extra")
+    from torch_job import BATCH
+
+    monkeypatch.setenv("TORCH_JOB_DTYPE", "float32")  # DDP's processes and the ranks inherit it
+    ddp = run_ddp(tmp_path / "thetas.npy")
+    thetas, got = thetas_of(run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH)], timeout=180))
+    assert got["purged"] > 0 and ddp.dtype == np.float32
+    np.testing.assert_allclose(thetas, ddp, rtol=1e-5, atol=1e-6)
 
 
 def test_a_run_resumed_mid_pass_goes_on_with_ddps_parameters(ddp_thetas, tmp_path):
@@ -74,15 +96,11 @@ def test_a_run_resumed_mid_pass_goes_on_with_ddps_parameters(ddp_thetas, tmp_pat
     from torch_job import BATCH, ITERATIONS
 
     def run(*args):
-        done = run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH), *args], timeout=180)
-        assert done.returncode == 0, done.output[-3000:]
-        return json.loads(next(s for s in done.output.splitlines()
-                               if s.startswith("RESULT "))[len("RESULT "):])
+        return thetas_of(run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH), *args], timeout=180))[0]
 
-    first = run("7", str(tmp_path))
-    np.testing.assert_allclose(first["thetas"], ddp_thetas[:7], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(run("7", str(tmp_path)), ddp_thetas[:7], rtol=1e-9, atol=1e-12)
     resumed = run(str(ITERATIONS), str(tmp_path), "resume")
-    np.testing.assert_allclose(resumed["thetas"], ddp_thetas[7:], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(resumed, ddp_thetas[7:], rtol=1e-9, atol=1e-12)
 
 
 def test_a_master_killed_mid_pass_fails_over_onto_ddps_trajectory(ddp_thetas, tmp_path):

@@ -3,6 +3,7 @@ cpu group and is really slower; the groups are gone after the run, even after a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -19,6 +20,7 @@ from mpicoded.launcher.process import run_mpi
 from mpicoded.launcher.timeout import MPIRunTimeout
 from mpicoded.throttle.cleanup import GROUP_PREFIX
 from mpicoded.throttle.controller import ThrottleError, find_controller
+from mpicoded.throttle.schedule import parse_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,8 +129,12 @@ def test_launcher_cli_error_exits_2():
 
 
 def train_record(tmp_path: Path, name: str, flags: list[str],
-                 throttle: dict[int, float] | None) -> dict:
+                 throttle: dict[int, float] | str | None) -> dict:
+    """One run's record; ``throttle``: shares from the launch, or a --throttle spec timed from
+    the first iteration (a rank at 5% of a core is not also 20x slow to start Python)."""
     metrics = tmp_path / f"{name}.jsonl"
+    if isinstance(throttle, str):
+        throttle = dataclasses.replace(parse_schedule(throttle, 7), clock=str(metrics))
     done = run_mpi(7, ["-m", "mpicoded.train", *flags, "--quiet", "--metrics", str(metrics)],
                    timeout=240, throttle=throttle)
     assert done.returncode == 0, done.output[-3000:]
@@ -136,13 +142,14 @@ def train_record(tmp_path: Path, name: str, flags: list[str],
 
 
 def test_throttled_worker_is_purged_mid_task(tmp_path):
-    """Nothing injected: rank 2 at 5% of a core. Purges cut its tasks within a chunk, so it
+    """Nothing injected: rank 2 at 5% of a core from the first iteration. Purges cut its tasks
+    within a chunk, so it
     completes few, the report names it from the task trace, and θ equals an unthrottled
     whole-task run up to reassociation."""
     flags = ["--code", "frc", "--stragglers", "1", "--delay", "none", "--samples", "400000",
              "--features", "20", "--iterations", "15", "--loss-every", "0"]
     slow_run = train_record(tmp_path, "throttled", [*flags, "--chunk-rows", "2000", "--trace"],
-                            {2: 0.05})
+                            "2=0.05@0-")
     slow = next(w for w in slow_run["workers"] if w["rank"] == 2)
     assert slow["dropped_tasks"] > 0
     assert slow["computed_tasks"] <= 15 // 2, slow
@@ -233,7 +240,7 @@ def test_an_adaptive_split_gives_a_throttled_rank_less_of_the_data(tmp_path):
     others; θ equals an unthrottled run's up to reassociation."""
     flags = ["--split", "adaptive", "--delay", "none", "--samples", "240000", "--features",
              "20", "--iterations", "15", "--loss-every", "0"]
-    slow_run = train_record(tmp_path, "throttled", [*flags, "--trace"], {2: 0.05})
+    slow_run = train_record(tmp_path, "throttled", [*flags, "--trace"], "2=0.05@0-")
     config = slow_run["config"]
     assert (config["split"], slow_run["code"]["name"], config["partial"]) == (
         "adaptive", "spread", "on")

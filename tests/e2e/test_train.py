@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -387,9 +388,11 @@ def test_pagerank_under_spread_shares_a_stragglers_ranges_and_equals_serial(tmp_
 
 
 def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
-    """--throttle (root, cgroups): rank 2 at 5% of a core, nothing injected; partial gfrc s=2
-    ends with the static run's theta (the same sum, in another order)."""
+    """--throttle (root, cgroups): rank 2 at 5% of a core from the first iteration, nothing
+    injected; partial gfrc s=2 ends with the static run's theta (the same sum, in another
+    order)."""
     from mpicoded.throttle.controller import ThrottleError, find_controller
+    from mpicoded.throttle.schedule import parse_schedule
 
     try:
         find_controller()
@@ -400,8 +403,9 @@ def test_partial_work_under_a_real_throttle_equals_static(tmp_path):
     runs = {}
     for mode in ("on", "off"):
         metrics = tmp_path / f"{mode}.jsonl"
+        slow = dataclasses.replace(parse_schedule("2=0.05@0-", 7), clock=str(metrics))
         done = run_mpi(7, [*flags, "--partial", mode, "--metrics", str(metrics)], timeout=150,
-                       throttle={2: 0.05})
+                       throttle=slow)
         assert done.returncode == 0, done.output[-3000:]
         runs[mode] = read_metrics(metrics)[1]
     a, b = np.array(runs["on"]["final_theta"]), np.array(runs["off"]["final_theta"])

@@ -21,13 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from ..throttle.groups import Throttle
 from ..throttle.quota import check_fraction
 from ..throttle.schedule import Key, Schedule, parse_stalls
-from . import ddp_job
 from .common import needs_quotas, table, train_run, worst_case
 from .tax import (
     SCHEMES,
@@ -43,7 +43,6 @@ PATTERNS = ("none", "slow", "stalls")
 DEFAULT_PATTERNS = "none,slow"
 TIMEOUT_S = 900
 TARGET_AT = 0.9  # the target: DDP's with no straggler after this share of its steps
-MLP_SHAPE = (60000, 100, 64)  # rows, features, hidden units
 
 
 def shares(world: int, cap: float, fraction: float, pattern: str, first: int) -> Schedule:
@@ -106,24 +105,30 @@ def run_ddp(world: int, steps: int, schedule: Schedule, env: dict[str, str],
             print(f"[bench] DDP: rank(s) {failed} failed once every rank had finished its steps "
                   "(the run's record is written, its numbers stand): "
                   f"{outs[failed[0]].read_text()[-300:].strip()!r}", file=sys.stderr, flush=True)
-    steps_done = [r for r in rows if r["record"] == "step"]
-    if batched:  # each step's theta, evaluated after the run, at the time the step ended
-        accuracy = {r["step"]: r["accuracy"] for r in rows if r["record"] == "evaluation"}
-        curve = [(r["at_s"], accuracy[r["step"]]) for r in steps_done]
-    else:  # step t logs the loss at the theta it started from, ready when step t - 1 ended:
-        # the curve mpicoded's records give (each iteration's theta, at its end)
-        curve = [(before["at_s"], after["loss"])
-                 for before, after in zip(steps_done, steps_done[1:], strict=False)]
     makespan = next(r["makespan_s"] for r in rows if r["record"] == "run")
-    return {"step_s": makespan / steps, "makespan_s": makespan, "curve": curve}
+    return {"step_s": makespan / steps, "makespan_s": makespan,
+            "curve": ddp_curve(rows, batched)}
+
+
+def ddp_curve(rows: list[dict[str, Any]], batched: bool) -> list[tuple[float, float]]:
+    """(seconds, value) of each step's theta from DDP's log, as mpicoded's records give them
+    (each iteration's theta, at its end): the held-out accuracy of the theta a step made
+    (``batched``), or the training loss, which step t logs at the theta it started from."""
+    steps = [r for r in rows if r["record"] == "step"]
+    if batched:
+        accuracy = {r["step"]: r["accuracy"] for r in rows if r["record"] == "evaluation"}
+        return [(r["at_s"], accuracy[r["step"]]) for r in steps]
+    return [(before["at_s"], after["loss"]) for before, after in pairwise(steps)]
 
 
 def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule,
                  batch: int | None) -> dict[str, Any]:
     """One mpicoded run; its curve of the loss, or (``batch``) of the held-out accuracy, which
     rank 0 evaluates as it goes (inside the run's time, unlike DDP's)."""
+    from .ddp_job import BATCH_SEED
+
     watch = ["--loss-every", "1"] if batch is None else [
-        "--batch-size", str(batch), "--batch-seed", str(ddp_job.BATCH_SEED), "--loss-every", "0",
+        "--batch-size", str(batch), "--batch-seed", str(BATCH_SEED), "--loss-every", "0",
         "--eval-every", "1"]
     run = train_run(ranks, ["--job", "mpicoded.bench.ddp_job:bench_job", "--delay", "none",
                             "--iterations", str(steps), *watch, *flags],
@@ -143,9 +148,11 @@ def time_to(curve: list[tuple[float, float]], target: float, rising: bool) -> fl
                 None)
 
 
-def setup(args: argparse.Namespace) -> dict[str, str]:
-    """The model's environment for every process of both sides; refuses flags it would
-    ignore, or a batch the data cannot give."""
+def setup(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """The model's environment for every process of both sides, and what it trains; refuses
+    flags it would ignore, or a batch the data cannot give."""
+    from . import ddp_job
+
     if args.model == "cnn":
         given = [f for f, v in (("--samples", args.samples), ("--features", args.features),
                                 ("--hidden", args.hidden)) if v is not None]
@@ -157,17 +164,18 @@ def setup(args: argparse.Namespace) -> dict[str, str]:
         except ImportError:
             raise SystemExit("ddp: --model cnn needs scikit-learn: pip install "
                              "mpicoded[examples]") from None
-    shape = [given or default for given, default in zip(
-        (args.samples, args.features, args.hidden), MLP_SHAPE, strict=True)]
-    env = {ddp_job.SHAPE_VAR: ",".join(map(str, shape)), ddp_job.MODEL_VAR: args.model,
-           ddp_job.BATCH_VAR: str(args.batch_size or 0)}
-    os.environ.update(env)  # mpirun's ranks inherit it
-    if args.batch_size is not None:
-        rows = len(ddp_job.data()[1])
-        if not 1 <= args.batch_size <= rows:
-            raise SystemExit(f"ddp: --batch-size {args.batch_size} is out of range: allowed 1 "
-                             f"to the training rows, {rows}")
-    return {**os.environ}
+    samples, features, hidden = (default if flag is None else flag for flag, default in zip(
+        (args.samples, args.features, args.hidden), ddp_job.MLP_SHAPE, strict=True))
+    os.environ.update({  # mpirun's ranks inherit it
+        ddp_job.SHAPE_VAR: f"{samples},{features},{hidden}", ddp_job.MODEL_VAR: args.model,
+        ddp_job.BATCH_VAR: str(args.batch_size or 0)})
+    rows = len(ddp_job.data()[1])
+    if args.batch_size is not None and not 1 <= args.batch_size <= rows:
+        raise SystemExit(f"ddp: --batch-size {args.batch_size} is out of range: allowed 1 to "
+                         f"the training rows, {rows}")
+    what = (f"the digits example's CNN on {rows} digits" if args.model == "cnn" else
+            f"MLP {features}-{hidden}-10 on {rows} rows")
+    return {**os.environ}, what
 
 
 def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
@@ -178,7 +186,7 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("ddp needs PyTorch: pip install mpicoded[torch]") from None
     ranks, steps, batch = args.ranks, args.iterations, args.batch_size
     world = ranks - 1
-    env = setup(args)
+    env, what = setup(args)
     schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, SCHEMES, "--schemes")
     patterns = chosen(args.patterns or DEFAULT_PATTERNS, PATTERNS, "--patterns")
     if "none" not in patterns:
@@ -204,9 +212,6 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
         reached = run["to_target_s"]
         rows.append([system, pattern, f"{run['step_s'] * 1e3:.1f}", f"{run['makespan_s']:.2f}",
                      "never" if reached is None else f"{reached:.2f}", f"{run['tax']:.2f}"])
-    samples, features, hidden = (int(v) for v in env[ddp_job.SHAPE_VAR].split(","))
-    what = ("the digits example's CNN on 1500 digits" if args.model == "cnn" else
-            f"MLP {features}-{hidden}-10 on {samples} rows")
     steps_are = "full-batch steps" if batch is None else f"steps of {batch} rows"
     aim = (f"target loss {target:.4f}" if batch is None else
            f"target held-out accuracy {target:.4f}")

@@ -21,7 +21,7 @@ from ..jobs.batches import Batches
 from ..jobs.torchjob import TorchJob
 
 SHAPE_VAR, MODEL_VAR, BATCH_VAR = "MPICODED_DDP_SHAPE", "MPICODED_DDP_MODEL", "MPICODED_DDP_BATCH"
-MODELS = ("mlp", "cnn")
+MLP_SHAPE = (60000, 100, 64)  # rows, features, hidden units: the MLP's default
 CLASSES = 10
 LR, MOMENTUM = 0.2, 0.9  # the MLP's SGD
 CNN_LR = 0.01  # the CNN's Adam, as the digits example
@@ -30,7 +30,10 @@ Data = tuple[torch.Tensor, torch.Tensor]
 
 
 def shape() -> tuple[int, int, int]:
-    rows, features, hidden = (int(v) for v in os.environ.get(SHAPE_VAR, "60000,100,64").split(","))
+    given = os.environ.get(SHAPE_VAR)
+    if not given:
+        return MLP_SHAPE
+    rows, features, hidden = (int(v) for v in given.split(","))
     return rows, features, hidden
 
 
@@ -96,16 +99,17 @@ def accuracy(net: torch.nn.Module, theta: torch.Tensor, X: torch.Tensor,
     torch.nn.utils.vector_to_parameters(theta, net.parameters())
     net.eval()
     with torch.no_grad():
-        return float((net(X).argmax(1) == y).float().mean())
+        return float((net(X).argmax(1) == y).double().mean())  # as TorchJob.evaluate
 
 
 def ddp_main(steps: int, out: str) -> None:
     """One DDP process (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment). Each
     step's rows (all of them, or the step's batch as mpicoded's ``Batches`` draws it) are dealt
     out over the processes; each backpropagates its rows' summed loss over the step's rows and
-    DDP's average makes the step's mean gradient. Rank 0 writes every step's wall time and
-    loss to ``out`` (its first line, the start, as soon as the group is up: the throttle's
-    clock) and, after the run and outside its time, each step's held-out accuracy."""
+    DDP's average makes the step's mean gradient. Rank 0 writes every step's wall time (and,
+    full-batch, the loss: an all-reduce a step) to ``out``, its first line, the start, as soon
+    as the group is up (the throttle's clock); in mini-batches, after the run and outside its
+    time, each step's held-out accuracy; last, the run's makespan."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
@@ -120,7 +124,7 @@ def ddp_main(steps: int, out: str) -> None:
     net = DistributedDataParallel(model())
     opt = optimizer(net.parameters())
     loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
-    thetas: list[torch.Tensor] = []  # rank 0's: each step's parameters, evaluated after
+    thetas: list[torch.Tensor] = []  # rank 0's, in mini-batches: each step's, evaluated after
     dist.barrier()
     log = open(out, "w", buffering=1) if rank == 0 else None  # noqa: SIM115
     if log is not None:
@@ -134,19 +138,25 @@ def ddp_main(steps: int, out: str) -> None:
         loss = loss_fn(net(inputs), labels)
         (loss * world / total).backward()  # DDP averages over processes: the mean over rows
         opt.step()
-        seen = loss.detach().clone()
-        dist.all_reduce(seen)  # the loss at the theta this step started from
+        record: dict[str, float] = {"step": step}
+        if batches is None:
+            seen = loss.detach().clone()
+            dist.all_reduce(seen)  # the loss at the theta this step started from
+            record["loss"] = float(seen) / total
         if log is not None:
-            thetas.append(torch.nn.utils.parameters_to_vector(net.parameters()).detach().clone())
-            log.write(json.dumps({"record": "step", "step": step, "loss": float(seen) / total,
+            if batches is not None:
+                thetas.append(torch.nn.utils.parameters_to_vector(net.parameters()).detach()
+                              .clone())
+            log.write(json.dumps({"record": "step", **record,
                                   "at_s": time.perf_counter() - start}) + "\n")
     dist.barrier()
     if log is not None:
-        log.write(json.dumps({"record": "run", "makespan_s": time.perf_counter() - start}) + "\n")
+        makespan = time.perf_counter() - start
         (X_test, y_test), judge = held_out(), model()
         for step, theta in enumerate(thetas):
             log.write(json.dumps({"record": "evaluation", "step": step,
                                   "accuracy": accuracy(judge, theta, X_test, y_test)}) + "\n")
+        log.write(json.dumps({"record": "run", "makespan_s": makespan}) + "\n")  # the end
         log.close()
     dist.destroy_process_group()
 

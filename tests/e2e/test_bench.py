@@ -235,9 +235,9 @@ def test_ddp_bench_runs(tmp_path):
     assert set(runs) == {f"{s} | {p}" for p in ("none", "slow") for s in (
         "DDP", "mpicoded gfrc s=2 partial")}
     ddp = [accuracy for _, accuracy in runs["DDP | none"]["curve"]]  # theta 1..6, both sides
-    assert len(ddp) == 6 and len(set(ddp)) > 1  # it learns
+    assert ddp[-1] > ddp[0] + 0.05  # it learns (0.113 -> 0.282 here)
     for key, run in runs.items():
-        assert run["to_target_s"] is not None, key
+        assert len(run["curve"]) == 6 and run["to_target_s"] is not None, key
         # float32 sums in another order could flip a borderline row of the 600 held out
         assert np.allclose([accuracy for _, accuracy in run["curve"]], ddp, atol=1.5 / 600), key
     worst = result["summary"]["worst_over_ddp_none"]

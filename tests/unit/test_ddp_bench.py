@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mpicoded.bench import main
-from mpicoded.bench.ddp import shares, time_to
+from mpicoded.bench.ddp import ddp_curve, shares, time_to
 from mpicoded.bench.tax import STALL_PERIOD_S, spread
 from mpicoded.throttle.quota import MIN_FRACTION
 
@@ -35,6 +35,18 @@ def test_stalls_slow_some_processes_below_their_spread_share_for_a_period():
         slowdown = base[rank] / periods[k][rank]
         assert 10 - 1e-9 <= slowdown <= 40 + 1e-9 or periods[k][rank] == MIN_FRACTION
     assert len(stalled) < 0.15 * 200 * 5  # not every period: short random stalls
+
+
+def test_ddps_log_gives_each_thetas_value_at_the_time_it_was_made():
+    """Full-batch, step t's loss is at the theta step t - 1 made (its time); in mini-batches
+    each step's theta is evaluated after the run, at the time the step ended."""
+    steps = [{"record": "step", "step": t, "loss": 1.0 - t / 10, "at_s": 0.5 * (t + 1)}
+             for t in range(3)]
+    assert ddp_curve([{"record": "start"}, *steps, {"record": "run", "makespan_s": 2.0}],
+                     batched=False) == [(0.5, 0.9), (1.0, 0.8)]
+    evaluations = [{"record": "evaluation", "step": t, "accuracy": 0.1 * t} for t in (2, 0, 1)]
+    assert ddp_curve([*steps, *evaluations], batched=True) == [(0.5, 0.0), (1.0, 0.1),
+                                                               (1.5, 0.2)]
 
 
 def test_a_loss_reaches_its_target_going_down_an_accuracy_going_up():

@@ -63,8 +63,12 @@ class CodedGradient(Coded):
         if not self.job.additive or any(row_arrays(p) is None for p in self.parts):
             raise ValueError(f"--batch-size: {self.name}'s blocks must be arrays (or tuples of "
                              "them) summed over rows (additive), to be sampled by rows")
-        rows = (self.job.partition_rows(self.code.n_partitions) if self._remote
-                else [row_count(p) for p in self.parts])
+        k = self.code.n_partitions
+        rows = list(self.job.partition_rows(k)) if self._remote else [row_count(p)
+                                                                     for p in self.parts]
+        if len(rows) != k:
+            raise ValueError(f"{self.name}.partition_rows({k}) gave {len(rows)} counts; "
+                             f"expected {k}")
         bounds = tuple(int(b) for b in np.cumsum([0, *rows]))
         return Batches(bounds[-1], size, seed), bounds
 

@@ -72,8 +72,7 @@ class SampleJob(GradientJob):
 
     def partition_rows(self, k: int) -> list[int]:
         """Each partition's rows, from the .npy's shape alone (workers read the rows)."""
-        self.partitioned(k)
-        return self.sizes
+        return [len(rows) for rows in row_blocks(self.data.n_samples, k)]
 
     @cached_property
     def _table(self) -> np.ndarray:

@@ -87,6 +87,7 @@ def test_float32_mini_batches_equal_ddp_within_float32s_rounding(tmp_path, monke
     ddp = run_ddp(tmp_path / "thetas.npy")
     thetas, got = thetas_of(run_mpi(7, [str(SCRIPT), "gfrc", str(BATCH)], timeout=180))
     assert got["purged"] > 0 and ddp.dtype == np.float32
+    assert np.array_equal(thetas, thetas.astype(np.float32))  # a float32 model's parameters
     np.testing.assert_allclose(thetas, ddp, rtol=1e-5, atol=1e-6)
 
 

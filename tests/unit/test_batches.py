@@ -151,6 +151,13 @@ def test_jobs_that_cannot_train_in_mini_batches_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="does not define partition_rows"):
         coded(Loaded(), code, batch_size=10)
 
+    class Miscounted(Loaded):
+        def partition_rows(self, k: int) -> list[int]:
+            return [10] * (k - 1)
+
+    with pytest.raises(ValueError, match=r"partition_rows\(4\) gave 3 counts; expected 4"):
+        coded(Miscounted(), code, batch_size=10)
+
 
 def test_a_replay_cuts_the_chunks_of_a_batched_run_as_the_job_did():
     job = coded(LogReg(samples=6000, features=10), make_code("frc", 6, stragglers=2),

@@ -88,9 +88,11 @@ def optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
 
 
 def bench_job() -> TorchJob:
-    """mpicoded's side: the model, the summed loss, the data loaded on rank 0."""
+    """mpicoded's side: the model, the summed loss, the data loaded on rank 0, and in
+    mini-batches the held-out rows (full-batch, the target is a training loss: no evaluation
+    at the run's end that DDP does not do)."""
     return TorchJob(model(), torch.nn.CrossEntropyLoss(reduction="sum"), data,
-                    optimizer=optimizer, eval_data=held_out)
+                    optimizer=optimizer, eval_data=held_out if batch_size() else None)
 
 
 def accuracy(net: torch.nn.Module, theta: torch.Tensor, X: torch.Tensor,

@@ -124,9 +124,9 @@ def layouts_markdown() -> str:
     for tag, layout in LAYOUTS.items():
         if layout.body == "float64":
             used = ["`job`, `iteration`, `epoch`"] if layout.key else []
-            used += ["`worker`: the sender's"] if layout.worker else []
-            used += [f"`{slot}`: {what}" for slot, what in (("task", layout.task), ("count", layout.count))
-                     if what is not None]
+            used += [f"`{slot}`: {what}" for slot, what in (
+                ("worker", layout.worker), ("task", layout.task), ("count", layout.count))
+                if what is not None]
             header = "; ".join(used) or "none used"
             payload = "; ".join(f"{s.name} [{s.size.value}]" for s in layout.payload) or "none"
         else:  # no header: the sections are the whole message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -26,6 +27,16 @@ def check_target(target: str) -> str:
     if target not in TARGETS:
         raise ValueError(f"target={target!r} is not allowed: allowed {list(TARGETS)}")
     return target
+
+
+def total(values: Iterable[np.ndarray]) -> np.ndarray:
+    """The sum of ``values`` in float64 (float32 ones widened as they are added), one pass over
+    each and no stacked copy of them all (a result may be megabytes)."""
+    it = iter(values)
+    out = np.array(next(it), dtype=np.float64)
+    for value in it:
+        out += value
+    return out
 
 
 class Decoder:
@@ -54,8 +65,8 @@ class Decoder:
             return self.ready
         self._seen.add(task)
         self.tasks.append(task)
-        if value is not None:
-            self.values[task] = np.asarray(value, dtype=np.float64)
+        if value is not None:  # kept as it came (float32 where results travel so)
+            self.values[task] = np.asarray(value)
         self.ready = self._update(task)
         return self.ready
 

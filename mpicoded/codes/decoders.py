@@ -13,7 +13,7 @@ from typing import cast
 
 import numpy as np
 
-from ._base import Code, Decoder
+from ._base import Code, Decoder, total
 
 _NONE = np.empty(0, dtype=np.intp)  # no partition missing: shared, so read-only
 _NONE.flags.writeable = False
@@ -181,7 +181,7 @@ class IntervalDecoder(Decoder):
         return self._missing
 
     def _result(self) -> np.ndarray:
-        return cast(np.ndarray, np.sum([self.value(t) for t in self._path], axis=0))
+        return total(self.value(t) for t in self._path)
 
 
 class PeelingDecoder(Decoder):
@@ -253,7 +253,7 @@ class PeelingDecoder(Decoder):
             b = B[t, p]
             solved[p] = v if b == 1.0 else v / b  # uncoded: no division, no copy
         if self.code.target == "sum":
-            return cast(np.ndarray, np.sum(list(solved.values()), axis=0))
+            return total(solved.values())
         first = next(iter(solved.values()))
         each = np.full((self.code.n_partitions, *first.shape), np.nan)
         for p, v in solved.items():

@@ -30,7 +30,7 @@ from typing import cast
 
 import numpy as np
 
-from ._base import Code, Decoder, check_int
+from ._base import Code, Decoder, check_int, total
 
 PIECES_A_HOLDER = 4  # default chunks: a holder's share of a partition in at least this many pieces
 
@@ -73,7 +73,7 @@ class PieceDecoder(Decoder):
         keys = self._keys
         if any(keys[t] != keys[tasks[0]] for t in tasks):
             raise ValueError(f"a run of pieces spans partitions: {tasks}")
-        value = np.asarray(value, dtype=np.float64)
+        value = np.asarray(value)
         if self._zero is None or self._zero.shape != value.shape:
             self._zero = np.zeros_like(value)
             self._zero.flags.writeable = False  # shared by every piece a run stands for
@@ -109,7 +109,7 @@ class PieceDecoder(Decoder):
         used = [t for t in self.tasks if not left[keys[t]]]
         if self.code.target == "sum":
             values, zero = [self.value(t) for t in used], self._zero  # zeros add nothing
-            return cast(np.ndarray, np.sum([v for v in values if v is not zero] or values, axis=0))
+            return total([v for v in values if v is not zero] or values)
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
         out[complete] = 0.0

@@ -10,7 +10,7 @@ epoch, so results of the abandoned attempt stay stale. Floats hold integers exac
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from types import MappingProxyType
@@ -69,21 +69,22 @@ Body = Literal["float64", "pickle", "bytes"]  # one float64 buffer, a pickled ob
 @dataclass(frozen=True)
 class Layout:
     """What one tag's messages look like: who sends them, what for, which header slots hold
-    what (``key``: job, iteration and epoch name the iteration; ``worker``: the sender's worker
-    id; ``task``/``count``: their meaning, None if unused) and the payload's sections in order.
+    what (``key``: job, iteration and epoch name the iteration; ``worker``, ``task``,
+    ``count``: their meaning, None if unused) and the payload's sections in order.
     Descriptive: the hot paths read the slots directly, tests and the docs read this."""
 
     direction: str
     carries: str
     body: Body = "float64"
     key: bool = False
-    worker: bool = False
+    worker: str | None = None
     task: str | None = None
     count: str | None = None
     payload: tuple[Section, ...] = ()
 
 
 _TO_WORKER, _TO_MASTER = "master → worker", "worker → master"
+_SENDER = "the sender's"
 _ENTRIES = Section("trace entries", Size.ENTRIES)
 
 LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
@@ -94,13 +95,15 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
                          "out to follow as SETUP_DATA), or the refusal", Size.REST),)),
     Tag.ITERATE: Layout(
         _TO_WORKER, "θ and the ordered task list of one iteration, one buffer for every worker "
-        "(θ packed once)", key=True, task="offsets (ranks + 1)", count="length of θ",
+        "(θ packed once)", key=True, worker="θ's length", task="offsets (ranks + 1)",
+        count="θ's slots: as many (float64), or half as many, rounded up (float32, two a slot, "
+        "the last padded: a job whose θ travels so)",
         payload=(Section("θ", Size.COUNT),
                  Section("offsets: where each comm rank's list starts", Size.TASK),
                  Section("task lists, back to back", Size.REST))),
     Tag.RESULT: Layout(
         _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
-        "the worker's last message", key=True, worker=True, task="trace entries",
+        "the worker's last message", key=True, worker=_SENDER, task="trace entries",
         count="task ids",
         payload=(Section("task ids; -(id + 1): a piece computed in one sum with the one "
                          "before (a run: one value for all)", Size.COUNT),
@@ -112,23 +115,23 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
     Tag.STOP: Layout(_TO_WORKER, "finish; the worker answers STOP_ACK and leaves its loop"),
     Tag.STOP_ACK: Layout(
         _TO_MASTER, "its last word: its counters and the trace entries not sent yet",
-        worker=True, task="trace entries", count="counters",
+        worker=_SENDER, task="trace entries", count="counters",
         payload=(Section("counters: tasks computed, results sent, tasks dropped, rows computed",
                          Size.COUNT), _ENTRIES)),
     Tag.ERROR: Layout(_TO_MASTER, "an exception in a task, as text", body="pickle",
                       payload=(Section("the traceback's text (comm.send)", Size.REST),)),
     Tag.PROGRESS: Layout(
         _TO_MASTER, "when a purge cut a task off: how much was done since the last result, in "
-        "how long (the adaptive split's sample)", key=True, worker=True,
+        "how long (the adaptive split's sample)", key=True, worker=_SENDER,
         task="the task cut off", count="2",
         payload=(Section("tasks done: finished unsent ones plus the cut task's share", Size.ONE),
                  Section("the seconds they took", Size.ONE))),
     Tag.PING: Layout(
         "master → worker, and back", "at set-up with the trace on; the worker answers with its "
-        "clock (aligning the trace's clocks)", worker=True, count="1 in the answer, 0 in the ping",
+        "clock (aligning the trace's clocks)", worker=_SENDER, count="1 in the answer, 0 in the ping",
         payload=(Section("the worker's clock (time.perf_counter), in the answer", Size.COUNT),)),
     Tag.TRACE: Layout(
-        _TO_MASTER, "trace entries alone, from a worker that sends no results", worker=True,
+        _TO_MASTER, "trace entries alone, from a worker that sends no results", worker=_SENDER,
         task="trace entries", count=f"their values (task × {len(TRACE_FIELDS)})",
         payload=(_ENTRIES,)),
     Tag.ASSIGN: Layout(
@@ -190,15 +193,24 @@ def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
 
 
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
-                 tasks: Mapping[int, Sequence[int]], epoch: int = 0) -> np.ndarray:
+                 tasks: Mapping[int, Sequence[int]], epoch: int = 0, half: bool = False,
+                 out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
     """ITERATE (laid out as ``LAYOUTS`` says), one buffer for every worker of the iteration;
-    ``tasks`` maps comm rank to its task ids."""
+    ``tasks`` maps comm rank to its task ids. ``half``: θ as float32, two values a slot (a job
+    whose θ is a float32 model's parameters loses nothing); ``out(slots)``: the buffer."""
     offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
     n = theta.size
-    buf = np.empty(HEADER + n + lists.size, dtype=np.float64)
-    buf[:HEADER] = (job, iteration, epoch, offsets, -1, n)
-    buf[HEADER : HEADER + n] = np.ravel(theta)  # a step may return theta as a column
-    buf[HEADER + n :] = lists
+    half = half and n > 1  # one value in one slot either way: float64 says it
+    slots = (n + 1) // 2 if half else n
+    buf = out(HEADER + slots + lists.size)
+    buf[:HEADER] = (job, iteration, epoch, offsets, n, slots)
+    if half:
+        region = buf[HEADER : HEADER + slots].view(np.float32)
+        region[:n] = np.ravel(theta)
+        region[n:] = 0.0
+    else:
+        buf[HEADER : HEADER + n] = np.ravel(theta)  # a step may return theta as a column
+    buf[HEADER + slots :] = lists
     return buf
 
 
@@ -217,10 +229,14 @@ def _task_lists(tasks: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[int, np
 
 
 def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray]:
-    """The task list of comm rank ``rank``, and theta, from an ITERATE message."""
-    theta = msg.payload[: msg.count]
-    offsets = msg.payload[msg.count : msg.count + msg.task]
-    flat = msg.payload[msg.count + msg.task :]
+    """The task list of comm rank ``rank``, and theta (float32 where it travels so: a view of
+    the message's buffer either way), from an ITERATE message."""
+    slots = msg.count
+    theta = msg.payload[:slots]
+    if slots < msg.worker:  # float32, two a slot
+        theta = theta.view(np.float32)[: msg.worker]
+    offsets = msg.payload[slots : slots + msg.task]
+    flat = msg.payload[slots + msg.task :]
     if rank + 1 >= len(offsets):
         return (), theta
     start, stop = int(offsets[rank]), int(offsets[rank + 1])
@@ -234,14 +250,15 @@ _NO_ENTRIES.flags.writeable = False
 
 def pack_result(job: int, iteration: int, worker: int, tasks: list[int],
                 values: list[np.ndarray], epoch: int = 0,
-                trace: Sequence[TraceEntry] = NO_TRACE, half: bool = False) -> np.ndarray:
+                trace: Sequence[TraceEntry] = NO_TRACE, half: bool = False,
+                out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
     """RESULT (laid out as ``LAYOUTS`` says): one task's values or many, and ``trace``, this
     worker's entries since its last message. ``half``: the values as float32, two to a slot,
-    for a job whose results may travel so (half the bytes)."""
+    for a job whose results may travel so (half the bytes); ``out(slots)``: the buffer."""
     n = len(tasks)
     size = sum(np.size(v) for v in values)
     slots = (size + 1) // 2 if half else size
-    buf = np.empty(HEADER + n + slots + len(trace) * len(TRACE_FIELDS))
+    buf = out(HEADER + n + slots + len(trace) * len(TRACE_FIELDS))
     buf[:HEADER] = (job, iteration, epoch, len(trace), worker, n)
     buf[HEADER : HEADER + n] = tasks
     at = HEADER + n
@@ -284,14 +301,15 @@ def split_ids(ids: np.ndarray) -> tuple[list[int], tuple[int, ...] | None]:
 
 def result_fields(msg: Message, half_width: int = 0) -> tuple[
         list[int], np.ndarray, np.ndarray, tuple[int, ...] | None]:
-    """Task ids, values (float64, one row a task or, with runs, a run), trace entries (one row
-    each) and the runs' lengths (``split_ids``) of a RESULT; ``half_width``: its values are
-    float32 (``pack_result(half=True)``), this many a value."""
+    """Task ids, values (one row a task or, with runs, a run: views of the message's buffer,
+    float32 where they travel so), trace entries (one row each) and the runs' lengths
+    (``split_ids``) of a RESULT; ``half_width``: its values are float32
+    (``pack_result(half=True)``), this many a value."""
     tasks, runs = split_ids(msg.payload[: msg.count])
     rows = len(tasks) if runs is None else len(runs)
     values, trace = _split_trace(msg, msg.payload[msg.count :])
     if half_width:
-        values = values.view(np.float32)[: rows * half_width].astype(np.float64)
+        values = values.view(np.float32)[: rows * half_width]
     return tasks, values.reshape(rows, -1), trace, runs
 
 

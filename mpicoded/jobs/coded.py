@@ -23,11 +23,13 @@ class Coded:
         self.job, self.code = job, code
         self.batch_size, self.batch_seed = batch_size, batch_seed
         self.name = job_name(job)
-        dtype = getattr(job, "result_dtype", "float64")
-        if dtype not in RESULT_DTYPES:
-            raise ValueError(f"{self.name}.result_dtype = {dtype!r}: allowed "
-                             f"{', '.join(map(repr, RESULT_DTYPES))}")
-        self.half = dtype == "float32"  # results travel as float32
+        dtypes = {attr: getattr(job, attr, "float64") for attr in ("result_dtype", "theta_dtype")}
+        for attr, dtype in dtypes.items():
+            if dtype not in RESULT_DTYPES:
+                raise ValueError(f"{self.name}.{attr} = {dtype!r}: allowed "
+                                 f"{', '.join(map(repr, RESULT_DTYPES))}")
+        self.half = dtypes["result_dtype"] == "float32"  # results travel as float32
+        self.half_theta = dtypes["theta_dtype"] == "float32"  # and θ
 
     result_size: int
     dim: int

@@ -46,7 +46,7 @@ def gradient_kernel(job: GradientJob, data_coded: bool) -> Kernel:
             out = out[:-1]
         else:
             value = job.compute(part, theta)
-        value = np.asarray(value, dtype=np.float64).reshape(-1)
+        value = np.asarray(value).reshape(-1)  # float32 added to the float64 sum as it is
         if value.size != out.size:
             raise ValueError(f"{name}.compute returned {value.size} values; expected dim = "
                              f"{out.size}")

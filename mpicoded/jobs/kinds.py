@@ -50,6 +50,9 @@ class GradientJob:
     """How results travel to rank 0: "float32" halves the bytes of every result (each value
     rounded to float32, about 7 digits, then decoded in float64): for a model that computes in
     float32 anyway (PyTorch's default) it loses nothing a float64 result would keep."""
+    theta_dtype: str = "float64"
+    """How θ travels to the workers: "float32" halves every ITERATE's bytes, θ rounded to
+    float32 on the way: exact for a job whose θ is a float32 model's parameters."""
     workers_load: bool = False
     """True where the workers read their own partitions with ``load_block`` although
     ``blocks`` is defined (data every rank can read, e.g. a memory-mapped file): rank 0 ships

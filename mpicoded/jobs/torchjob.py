@@ -42,8 +42,9 @@ class TorchJob(GradientJob):
     where descent starts. A model whose rows interact (batch norm in training mode) is not a
     sum over rows: put it in eval mode or give ``additive=False`` semantics by not using it.
     ``threads`` caps torch's intra-op threads on each rank (one: ranks share the cores).
-    ``result_dtype="float32"`` sends the gradients as float32, half the bytes: a float32
-    model's gradients are float32 already, so only the decoded sum's rounding changes.
+    Gradients and θ travel in the model's dtype (``result_dtype``: float32 for a float32
+    model, half the bytes of float64; its parameters, θ, are float32 values, so θ loses
+    nothing); ``result_dtype="float64"`` sends a float32 model's chunked sums unrounded.
     """
 
     additive = True
@@ -53,7 +54,7 @@ class TorchJob(GradientJob):
                  data: Data | Callable[[], Data],
                  optimizer: Callable[[Iterable[torch.nn.Parameter]], Any] | None = None,
                  lr: float = 0.1, threads: int | None = 1,
-                 result_dtype: str = "float64",
+                 result_dtype: str | None = None,
                  scheduler: Callable[[Any], Any] | None = None,
                  eval_data: Data | Callable[[], Data] | None = None) -> None:
         reduction = getattr(loss, "reduction", "sum")
@@ -64,12 +65,14 @@ class TorchJob(GradientJob):
             torch.set_num_threads(threads)
         self.model, self.loss_fn, self.data, self.eval_data = model, loss, data, eval_data
         self._held_out: tuple[np.ndarray, np.ndarray] | None = None  # eval_data, loaded
-        self.result_dtype = result_dtype
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("TorchJob: the model has no parameter that requires a gradient")
         self.dim = sum(p.numel() for p in self.params)
         self.dtype = self.params[0].dtype
+        native = "float32" if self.dtype == torch.float32 else "float64"
+        self.result_dtype = native if result_dtype is None else result_dtype
+        self.theta_dtype = native
         self.optimizer = (optimizer or (lambda ps: torch.optim.SGD(ps, lr=lr)))(self.params)
         self.scheduler = None if scheduler is None else scheduler(self.optimizer)
         self.start = self.flat()  # where every job's descent starts, and with what state
@@ -121,14 +124,14 @@ class TorchJob(GradientJob):
         return cast(torch.Tensor, self.loss_fn(self.model(inputs), targets))
 
     def compute_with_loss(self, block: Any, theta: np.ndarray) -> tuple[np.ndarray, float]:
-        """The block's summed gradient (float64) and summed loss at ``theta``."""
+        """The block's summed gradient (in the model's dtype) and summed loss at ``theta``."""
         self._load(theta)
         for p in self.params:
             p.grad = None
         loss = self._forward(block)
         grads = torch.autograd.grad(loss, self.params)
         flat = torch.cat([g.reshape(-1) for g in grads])
-        return flat.detach().to(torch.float64).numpy(), float(loss.detach())
+        return flat.detach().numpy(), float(loss.detach())
 
     def compute(self, block: Any, theta: np.ndarray) -> np.ndarray:
         return self.compute_with_loss(block, theta)[0]
@@ -185,12 +188,14 @@ class TorchJob(GradientJob):
         return float(total) / max(1, self.rows(covered))
 
     def step(self, theta: np.ndarray, total: np.ndarray, covered: np.ndarray) -> np.ndarray:
-        """One optimizer step on the mean gradient of the covered rows."""
+        """One optimizer step on the mean gradient of the covered rows (divided in float64,
+        then each parameter's share in its own dtype: views of one tensor, no copy each)."""
         self._load(theta)
-        grad = torch.from_numpy(np.asarray(total, dtype=np.float64) / max(1, self.rows(covered)))
+        grad = np.asarray(total, dtype=np.float64) / max(1, self.rows(covered))
+        flat = torch.from_numpy(grad).to(self.dtype)
         start = 0
         for p in self.params:
-            p.grad = grad[start:start + p.numel()].reshape(p.shape).to(p.dtype).clone()
+            p.grad = flat[start:start + p.numel()].view(p.shape)
             start += p.numel()
         self.optimizer.step()
         if self.scheduler is not None:
@@ -238,5 +243,6 @@ class TorchJob(GradientJob):
 
     def flat(self) -> np.ndarray:
         """The model's parameters now, flattened (float64)."""
-        vector = torch.nn.utils.parameters_to_vector(self.params)
-        return cast(np.ndarray, vector.detach().to(torch.float64).numpy().copy())
+        vector = torch.nn.utils.parameters_to_vector(self.params)  # a new tensor: no copy more
+        flat: np.ndarray = vector.detach().to(torch.float64).numpy()
+        return flat

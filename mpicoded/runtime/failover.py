@@ -51,13 +51,14 @@ class Failover:
         return self.comm.Get_rank() == 0 and not self.minority
 
     def resume_point(self) -> tuple[tuple[int, int, int], np.ndarray] | None:
-        """The newest (epoch, job, iteration) someone started, and the theta it started from."""
+        """The newest (epoch, job, iteration) someone started, and the theta it started from
+        (float64: a worker holds it as it travelled)."""
         known = [h for h in self.held if h.latest is not None and h.theta is not None]
         if not known:
             return None
         best = max(known, key=lambda h: h.latest or (-1, -1, -1))
         assert best.latest is not None and best.theta is not None
-        return best.latest, best.theta
+        return best.latest, np.asarray(best.theta, dtype=np.float64)
 
 
 def fail_over(comm: MPI.Intracomm, world_rank: int, worker: Worker | None, size: int) -> Failover:

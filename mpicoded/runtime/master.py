@@ -22,6 +22,7 @@ from ..core.setup import SetupShared
 from ..core.trace import TaskTrace
 from ..delays import DelayModel
 from ..plan import ft_enabled
+from .buffers import Buffers
 from .clocks import sync
 from .outbox import Outbox, each
 from .transport import Buffer, ProcessesFailed, WorkerError, object_frames, receive
@@ -49,6 +50,7 @@ class Master:
         self.arrivals, self.checkpoint, self.trace = list(arrivals_s), checkpoint, trace
         self.outbox = Outbox(comm, hold_back=session.settings.purge, on_withheld=self.withheld,
                              synchronous=ft_enabled())
+        self.buffers = Buffers()  # results received, ITERATEs sent
         self.events: deque[ev.Event] = deque()
         self.feeding = False
         self.t0 = time.perf_counter()
@@ -90,7 +92,7 @@ class Master:
         """Read one message, if any, and feed what it tells (a death found meanwhile too);
         whether anything was read or found."""
         try:
-            got = receive(self.comm)
+            got = receive(self.comm, buffers=self.buffers)
         except ProcessesFailed as exc:
             self.lost(exc.ranks)
             return True
@@ -173,7 +175,8 @@ class Master:
     def perform(self, i: ev.Instruction) -> None:
         send = self.outbox.send
         if isinstance(i, ev.Iterate):
-            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
+            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
+                               self.work.half_theta, self.buffers.take)
             each(lambda r: send(buf, r, Tag.ITERATE), (r for r, _ in i.lists))  # theta once
         elif isinstance(i, ev.Assign):
             send(pack_assign(i.job, i.iteration, i.tasks, i.epoch), i.rank, Tag.ASSIGN)

@@ -16,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..core.protocol import Message, Tag, unpack
+from .buffers import Buffers
 from .waits import Backoff, blocking_mpi
 
 
@@ -167,16 +168,18 @@ def _wait_probe(comm: MPI.Comm, source: int, tag: Tag,
 _STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops
 
 
-def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE) -> tuple[Message, int] | None:
-    """One pending message (and its source rank) if any, else None. ERROR raises WorkerError; a
-    dead rank (under ULFM) raises ProcessesFailed; SETUP carries a pickled object."""
+def receive(comm: MPI.Comm, source: int = MPI.ANY_SOURCE,
+            buffers: Buffers | None = None) -> tuple[Message, int] | None:
+    """One pending message (and its source rank) if any, else None, into a buffer of
+    ``buffers`` if given. ERROR raises WorkerError; a dead rank (under ULFM) raises
+    ProcessesFailed; SETUP carries a pickled object."""
     try:  # not failures_raised: this runs on every poll, and a with block costs a microsecond
-        return _receive(comm, source)
+        return _receive(comm, source, buffers)
     except MPI.Exception as exc:
         raise as_failure(comm, exc) from None
 
 
-def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:
+def _receive(comm: MPI.Comm, source: int, buffers: Buffers | None) -> tuple[Message, int] | None:
     status = _STATUS
     if not comm.Iprobe(source=source, tag=MPI.ANY_TAG, status=status):
         return None
@@ -187,7 +190,8 @@ def _receive(comm: MPI.Comm, source: int) -> tuple[Message, int] | None:
         raise WorkerError(src, text)
     if tag == Tag.SETUP:
         return Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, _recv_object(comm, status)), src
-    buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
+    count = status.Get_count(MPI.DOUBLE)
+    buf = np.empty(count) if buffers is None else buffers.take(count)
     # Irecv + Test with backoff, not Recv: a message past the eager limit (about 4 KiB here)
     # completes only when its sender next enters MPI, and a blocking Recv would spin until then.
     request = comm.Irecv([buf, MPI.DOUBLE], source=src, tag=tag)

@@ -29,6 +29,7 @@ from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.rows import take_rows
 from ..jobs.task import Block, Terms
 from ..plan import ft_enabled
+from .buffers import Buffers
 from .outbox import Outbox
 from .pieces import run_pieces
 from .tasks import run_tasks
@@ -49,6 +50,7 @@ class Worker:
         self.comm, self.setup, self.job = comm, setup, job
         self.kernel = kernel_for(job, setup.data_coded)
         self.outbox = Outbox(comm)
+        self.buffers = Buffers()  # ITERATEs received, RESULTs sent
         self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
         self.rows = 0  # data rows computed (a purged task's share done included)
@@ -86,7 +88,8 @@ class Worker:
                 f"{len(self.outbox.pending)} sends pending; last read: {inbox.said()}")
 
     def poll(self) -> Message | None:
-        while (got := receive(self.comm, source=MASTER)) is not None and got[0].tag == Tag.PING:
+        while (got := receive(self.comm, MASTER, self.buffers)) is not None and \
+                got[0].tag == Tag.PING:
             self.outbox.send(pack_clock(self.setup.worker, time.perf_counter()), MASTER, Tag.PING)
         return None if got is None else got[0]
 
@@ -217,7 +220,7 @@ class Worker:
         if trace is not None:
             trace.extend(unsent)
         buf = pack_result(msg.job, msg.iteration, self.setup.worker, tasks, values, msg.epoch,
-                          trace or (), self.setup.half)
+                          trace or (), self.setup.half, self.buffers.take)
         if trace:
             trace.clear()  # copied into buf
             self.trace_sent = time.perf_counter()

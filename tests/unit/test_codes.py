@@ -505,3 +505,24 @@ def test_spread_past_the_partition_budget_takes_cyclic_steps(n, s, k):
     partners = [set().union(*(h for h in held if w in h)) - {w} for w in range(n)]
     want = min(n - 1, 2 * s * len(code.params["steps"]))
     assert all(len(p) == want for p in partners), (code.params["steps"], partners)
+
+
+@pytest.mark.parametrize("name", ["uncoded", "gfrc", "cyclic"])
+def test_float32_results_are_summed_in_float64(name):
+    """Results that travel as float32 are kept as they came and widened as they are added: the
+    decoded sum is the float64 sum of their float32 values, not a float32 sum."""
+    code = make_code(name, n_workers=6, **({} if name == "uncoded" else
+                                           {"stragglers": 1}))
+    f = (partition_values(code.n_partitions) * 1e4 + 1e8).astype(np.float32)
+    dec = code.decoder()
+    for t in finished_tasks(code, set()):
+        value = (code.B[t] @ f.astype(np.float64)).astype(np.float32)
+        if dec.add(t, value):
+            break
+    got = dec.result()
+    assert got.dtype == np.float64
+    kept = [dec.values[t] for t in dec.used]
+    assert all(v.dtype == np.float32 for v in kept)
+    if name in ("uncoded", "gfrc"):  # a sum of the values used, each once, unrounded
+        np.testing.assert_array_equal(got, np.sum([v.astype(np.float64) for v in kept], axis=0))
+    np.testing.assert_allclose(got, f.astype(np.float64).sum(axis=0), rtol=1e-6)

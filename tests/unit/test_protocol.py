@@ -95,7 +95,8 @@ def test_result_carries_trace_entries_after_its_values():
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_float32_results_take_half_the_slots_and_round_only_to_float32(width, n):
     """A job whose results travel as float32: values packed two to a slot (odd counts padded),
-    the trace entries after them intact, and each value back as its float32 rounding."""
+    the trace entries after them intact, and each value back as its float32 rounding (a view
+    of the message: the decoder widens them as it adds)."""
     rng = np.random.default_rng(width * 10 + n)
     values = [rng.standard_normal(width) * 1e3 for _ in range(n)]
     entries = [(0, 1, 0, 4, 10.5, 11.25, 3, SENT)]
@@ -104,10 +105,26 @@ def test_float32_results_take_half_the_slots_and_round_only_to_float32(width, n)
     assert len(full) - len(half) == n * width // 2
     msg = unpack(Tag.RESULT, half)
     tasks, got, trace, _ = result_fields(msg, half_width=width)
-    assert tasks == list(range(n)) and got.dtype == np.float64 and got.shape == (n, width)
+    assert tasks == list(range(n)) and got.dtype == np.float32 and got.shape == (n, width)
+    assert np.shares_memory(got, msg.payload)
     np.testing.assert_array_equal(got, np.stack(values).astype(np.float32))
     np.testing.assert_allclose(got, np.stack(values), rtol=2**-24)
     assert np.array_equal(trace, np.array(entries)) and np.array_equal(result_trace(msg), trace)
+
+
+@pytest.mark.parametrize("n", [1, 2, 9])
+def test_a_float32_theta_takes_half_the_slots_and_comes_back_exact(n):
+    """An ITERATE whose θ travels as float32: half the slots (one value stays float64), θ back
+    as the same float32 values, a view of the message, and the task lists where they were."""
+    theta = np.linspace(-1, 1, n).astype(np.float32).astype(np.float64)
+    lists = {1: (4, 0, 7), 3: (2,)}
+    half, full = pack_iterate(3, 41, theta, lists, half=True), pack_iterate(3, 41, theta, lists)
+    assert len(full) - len(half) == n // 2
+    msg = unpack(Tag.ITERATE, half)
+    tasks, got = iterate_fields(msg, 1)
+    assert tasks == (4, 0, 7) and iterate_fields(msg, 3)[0] == (2,)
+    assert got.dtype == (np.float32 if n > 1 else np.float64) and np.array_equal(got, theta)
+    assert np.shares_memory(got, half)
 
 
 def test_purge_names_its_iteration():
@@ -150,7 +167,7 @@ VALUES = [np.arange(5.0), np.arange(5.0) * 2]
 # A message of every float64 kind, what its used header slots hold and its sections in order.
 WIRE = [
     (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2),
-     {"job": 3, "iteration": 41, "epoch": 2, "task": 5, "count": 9},
+     {"job": 3, "iteration": 41, "epoch": 2, "worker": 9, "task": 5, "count": 9},
      [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2]]),
     (Tag.RESULT, pack_result(3, 41, 6, [8, 9], VALUES, epoch=2, trace=ENTRIES),
      {"job": 3, "iteration": 41, "epoch": 2, "worker": 6, "task": 2, "count": 2},
@@ -177,7 +194,7 @@ def test_every_tag_has_a_layout_whose_sections_its_header_sizes():
         sizes = [section.size for section in layout.payload]
         assert sizes.count(Size.REST) <= 1, tag.name
         if layout.body != "float64":  # a pickle or raw bytes: no header, one section
-            assert (layout.key, layout.worker, layout.task, layout.count) == (False, False, None, None)
+            assert (layout.key, layout.worker, layout.task, layout.count) == (False, None, None, None)
             assert sizes == [Size.REST], tag.name
         assert layout.count is not None or Size.COUNT not in sizes, tag.name
         assert layout.task is not None or not {Size.TASK, Size.ENTRIES} & set(sizes), tag.name
@@ -219,7 +236,7 @@ def test_half_results_fill_the_values_section_two_to_a_slot():
 
 
 def test_each_message_to_the_master_becomes_its_event():
-    """A RESULT of the open epoch keeps its values (float32 widened where they travel so), one
+    """A RESULT of the open epoch keeps its values (float32 where they travel so), one
     of another epoch only its ids and entries; PROGRESS, TRACE and STOP_ACK their fields; a
     late PING nothing; a tag the master never gets is an error."""
     from mpicoded.core import events as ev
@@ -230,7 +247,7 @@ def test_each_message_to_the_master_becomes_its_event():
     half = unpack(Tag.RESULT, pack_result(0, 3, 4, [7], values, 1, [entry], half=True))
     got = event_of(half, 5, 9.0, 1, half_width=3)
     assert isinstance(got, ev.ResultArrived) and (got.rank, got.tasks, got.now) == (5, [7], 9.0)
-    assert np.array_equal(got.values, [[1.5, -2.0, 3.25]]) and got.values.dtype == np.float64
+    assert np.array_equal(got.values, [[1.5, -2.0, 3.25]]) and got.values.dtype == np.float32
     assert got.entries.tolist() == [list(entry)]
     stale = event_of(half, 5, 9.0, 2)  # a re-code since: its width may be another's
     assert stale.tasks == [7] and stale.values is None and stale.entries.tolist() == [list(entry)]

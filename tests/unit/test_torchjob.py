@@ -194,3 +194,21 @@ def test_held_out_data_give_the_mean_loss_and_the_accuracy():
     assert got["accuracy"] == float((scores.argmax(1) == y_test).double().mean())
     plain = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
     assert not plain.evaluates and plain.evaluate(theta) is None
+
+
+def test_a_float32_model_sends_float32_and_a_float64_one_float64():
+    """Results and θ travel in the model's dtype unless told: a float32 model's gradient
+    comes back as it was computed (no widened copy), its θ as float32 values."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 2)
+    X = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    job = TorchJob(net, torch.nn.CrossEntropyLoss(reduction="sum"), (X, np.arange(10) % 2))
+    assert (job.result_dtype, job.theta_dtype) == ("float32", "float32")
+    grad = job.compute(job.blocks(1)[0], job.theta0())
+    assert grad.dtype == np.float32
+    theta = job.theta0()
+    assert np.array_equal(theta.astype(np.float32).astype(np.float64), theta)
+    assert TorchJob(net, torch.nn.CrossEntropyLoss(reduction="sum"), (X, np.arange(10) % 2),
+                    result_dtype="float64").result_dtype == "float64"
+    wide = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), data())
+    assert (wide.result_dtype, wide.theta_dtype) == ("float64", "float64")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -32,10 +32,25 @@ def check_target(target: str) -> str:
 def total(values: Iterable[np.ndarray]) -> np.ndarray:
     """The sum of ``values`` in float64 (float32 ones widened as they are added), one pass over
     each and no stacked copy of them all (a result may be megabytes)."""
-    it = iter(values)
-    out = np.array(next(it), dtype=np.float64)
-    for value in it:
-        out += value
+    items = list(values)
+    return combined(dict.fromkeys(range(len(items)), 1.0), items.__getitem__)
+
+
+def combined(coefficients: Mapping[int, float], value: Callable[[int], np.ndarray]) -> np.ndarray:
+    """``sum coefficient * value(key)`` in float64, one pass over each value."""
+    out: np.ndarray | None = None
+    for key, coef in coefficients.items():
+        v = value(key)
+        if out is None:
+            out = np.array(v, dtype=np.float64)
+            if coef != 1.0:
+                out *= coef
+        elif coef == 1.0:
+            out += v
+        else:
+            out += coef * np.asarray(v, dtype=np.float64)
+    if out is None:
+        raise ValueError("a combination of no results")
     return out
 
 
@@ -120,8 +135,16 @@ class Decoder:
             raise RuntimeError("decoder is not ready: the results so far do not determine the target")
         return self._result()
 
-    def _result(self) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _result(self) -> np.ndarray:
+        """A sum target: the combination of the values kept (``combination``); a decoder of
+        ``each`` defines its own."""
+        return combined(self.combination(), self.value)
+
+    def combination(self) -> dict[int, float]:
+        """Target ``sum``, once ready: the coefficient of each received task's value in the
+        decoded sum (tasks not named count zero). From ids alone: the workers that hold the
+        values can form the sum among themselves, rank 0 naming the coefficients."""
+        raise NotImplementedError(f"{type(self).__name__} decodes no sum")  # pragma: no cover
 
     def value(self, task: int) -> np.ndarray:
         """The value of a received task (for ``_result``)."""

@@ -30,7 +30,7 @@ from typing import cast
 
 import numpy as np
 
-from ._base import Code, Decoder, check_int, total
+from ._base import Code, Decoder, check_int
 
 PIECES_A_HOLDER = 4  # default chunks: a holder's share of a partition in at least this many pieces
 
@@ -55,12 +55,14 @@ class PieceDecoder(Decoder):
         self._left = np.bincount(self._keys, minlength=code.n_partitions).tolist()
         self._incomplete = sum(1 for left in self._left if left)
         self._in_run: set[int] = set()  # pieces received in a run of several
+        self._zeroed: set[int] = set()  # pieces whose value is in a run's, kept at another
         self._zero: np.ndarray | None = None  # what a piece summed in a run's value stands for
 
-    def add_run(self, tasks: list[int], value: np.ndarray) -> bool:
-        """Pieces ``tasks`` of one partition computed as one sum, ``value``. Those received
-        already, each on its own, are superseded (their values zeroed): every row counts once,
-        and none is subtracted. Runs never overlap (each is of its computer's own share)."""
+    def add_run(self, tasks: list[int], value: np.ndarray | None) -> bool:
+        """Pieces ``tasks`` of one partition computed as one sum, ``value`` (None: ids alone).
+        Those received already, each on its own, are superseded (their values count zero):
+        every row counts once, and none is subtracted. Runs never overlap (each is of its
+        computer's own share)."""
         if len(tasks) == 1:
             return self.add(tasks[0], value)
         seen = self._seen
@@ -73,17 +75,21 @@ class PieceDecoder(Decoder):
         keys = self._keys
         if any(keys[t] != keys[tasks[0]] for t in tasks):
             raise ValueError(f"a run of pieces spans partitions: {tasks}")
-        value = np.asarray(value)
-        if self._zero is None or self._zero.shape != value.shape:
-            self._zero = np.zeros_like(value)
-            self._zero.flags.writeable = False  # shared by every piece a run stands for
-        zero = self._zero
-        for t in old:
-            self.values[t] = zero
+        self._zeroed.update(old)
+        self._zeroed.update(new[1:])  # the run's value is kept at its first new piece
+        if value is not None:
+            value = np.asarray(value)
+            if self._zero is None or self._zero.shape != value.shape:
+                self._zero = np.zeros_like(value)
+                self._zero.flags.writeable = False  # shared by every piece a run stands for
+            zero = self._zero
+            for t in old:
+                self.values[t] = zero
+            for t in new:
+                self.values[t] = value if t == new[0] else zero
         for t in new:
             seen.add(t)
             self.tasks.append(t)
-            self.values[t] = value if t == new[0] else zero
             self.ready = self._update(t)
         self._in_run.update(tasks)
         return self.ready
@@ -103,18 +109,21 @@ class PieceDecoder(Decoder):
         """Whether workers holding the partitions ``held`` could still complete the decode."""
         return sum(int(j) not in held for j in self.missing_partitions) <= self.tolerance
 
+    def combination(self) -> dict[int, float]:
+        """Every piece of the complete partitions once: each run's value and each single."""
+        zeroed = self._zeroed
+        return dict.fromkeys((t for t in sorted(self.used) if t not in zeroed), 1.0)
+
     def _result(self) -> np.ndarray:
-        keys, left = self._keys, self._left
-        complete = np.equal(left, 0)
-        used = [t for t in self.tasks if not left[keys[t]]]
         if self.code.target == "sum":
-            values, zero = [self.value(t) for t in used], self._zero  # zeros add nothing
-            return total([v for v in values if v is not zero] or values)
+            return super()._result()
+        keys, left = self._keys, self._left
         size = self.value(self.tasks[0]).shape
         out = np.full((self.code.n_partitions, *size), np.nan)
-        out[complete] = 0.0
-        for t in used:
-            out[keys[t]] += self.value(t)
+        out[np.equal(left, 0)] = 0.0
+        for t in self.tasks:
+            if not left[keys[t]]:
+                out[keys[t]] += self.value(t)
         return out
 
     @property

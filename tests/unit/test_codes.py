@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpicoded.codes import Code, GenericDecoder, available_codes, make_code
+from mpicoded.codes import Code, GenericDecoder, available_codes, code_parameters, make_code
 
 RTOL = 1e-10
 
@@ -526,3 +526,36 @@ def test_float32_results_are_summed_in_float64(name):
     if name in ("uncoded", "gfrc"):  # a sum of the values used, each once, unrounded
         np.testing.assert_array_equal(got, np.sum([v.astype(np.float64) for v in kept], axis=0))
     np.testing.assert_allclose(got, f.astype(np.float64).sum(axis=0), rtol=1e-6)
+
+
+SUM_CODES = [("uncoded", {}), ("frc", {"stragglers": 1}), ("gfrc", {"stragglers": 2}),
+             ("cyclic", {"stragglers": 2}), ("spread", {"stragglers": 2}),
+             ("sparse", {})]  # every code whose target can be a sum
+
+
+@pytest.mark.parametrize(("name", "params"), SUM_CODES)
+def test_the_combination_from_ids_alone_is_the_decoded_sum(name, params):
+    """``combination()`` names each received value's coefficient in the decoded sum: the same
+    from ids alone as with the values, and the values combined so are ``result()`` and the
+    exact sum (tolerated partitions left out). This is what lets the workers that hold the
+    values form the sum among themselves."""
+    n = 6
+    code = make_code(name, n, **params, **({"target": "sum"} if "target" in code_parameters(name)
+                                           else {}))
+    assert code.target == "sum"
+    f = partition_values(code.n_partitions, seed=3)
+    rng = np.random.default_rng(0)
+    for tolerance in (0, 1) if code.decoder_cls.__name__ != "GenericDecoder" else (0,):
+        for late in [(), (int(rng.integers(n)),), tuple(rng.choice(n, 2, replace=False))]:
+            with_values, ids = code.decoder(tolerance), code.decoder(tolerance)
+            for t in finished_tasks(code, set(late)):
+                ids.add(t)
+                if with_values.add(t, code.B[t] @ f):
+                    break
+            if not with_values.ready:
+                continue
+            assert ids.ready and ids.combination() == with_values.combination()
+            coef = with_values.combination()
+            by_hand = sum(c * (code.B[t] @ f) for t, c in coef.items())
+            np.testing.assert_allclose(with_values.result(), by_hand, rtol=1e-12, atol=1e-12)
+            assert_exact(code, with_values, f)

@@ -90,15 +90,20 @@ def test_a_run_counts_its_rows_once_and_supersedes_pieces_sent_alone():
     share = [t for t in part.schedule[0] if pieces[t].key == pieces[part.schedule[0][0]].key]
     assert len(share) >= 4
     run = share[:4]
-    dec = part.decoder()
-    dec.add(run[3], vals[run[3]])  # a helper's piece of the far end, first
-    dec.add_run(run, vals[run].sum(axis=0))  # then the holder's run over it
-    dec.add(run[1], vals[run[1]])  # a helper's piece the run has already: dropped
-    for t in range(part.n_tasks):
-        if t not in run:
-            dec.add(t, vals[t])
-    assert dec.ready
+    dec, ids = part.decoder(), part.decoder()  # with the values, and from ids alone
+    for d in (dec, ids):
+        keep = d is dec
+        d.add(run[3], vals[run[3]] if keep else None)  # a helper's piece of the far end, first
+        d.add_run(run, vals[run].sum(axis=0) if keep else None)  # then the holder's run over it
+        d.add(run[1], vals[run[1]] if keep else None)  # a piece the run has already: dropped
+        for t in range(part.n_tasks):
+            if t not in run:
+                d.add(t, vals[t] if keep else None)
+    assert dec.ready and ids.ready
     np.testing.assert_allclose(dec.result(), each.sum(axis=0), rtol=1e-12)
+    coef = ids.combination()  # the run's value once (at its first piece), the helper's not
+    assert coef == dec.combination() and run[0] in coef and run[3] not in coef
+    assert set(coef.values()) == {1.0} and not set(run[1:]) & set(coef)
     again = part.decoder()
     again.add_run(run[:2], vals[run[:2]].sum(axis=0))
     with pytest.raises(ValueError, match="overlap"):

@@ -218,6 +218,12 @@ class RunOptions:
         "for 50 ms), or sleep with a backoff; auto: sleep if a rank of this node is held to a "
         "CPU quota, else spin if this node's ranks fit its cores, else yield; default auto",
         RUNTIME, choices=("auto", "spin", "yield", "sleep"))
+    reduce: str = option(
+        "auto", "where a gradient job's results are added up (a job coded on its results, a sum "
+        "target): on, the workers keep their values and sum the decoded combination along a "
+        "tree, rank 0 naming the coefficients and taking in two sums; off, every result goes "
+        "to rank 0. Default auto: on where a result is 1 MB or more", RUNTIME,
+        choices=("auto", "on", "off"))
     threads: int = option(
         1, "BLAS/OpenMP threads a rank (numpy's matrix products): default 1, right when ranks "
         "outnumber cores (21 ranks on 2 cores ran a plain gradient loop 35x slower with a pool "

@@ -251,6 +251,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    opts = replace(opts, reduce=reduce_path(opts, job, code))
     if opts.eval_every is not None and not job.evaluates:
         raise UsageError(f"--eval-every: {job.name} has no evaluation on held-out data (a "
                          "GradientJob's evaluate(theta); TorchJob's eval_data=): drop it")
@@ -287,6 +288,26 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
     if opts.partial == "on":
         cut()
     return opts.partial
+
+
+REDUCE_BYTES = 1 << 20  # --reduce auto: results this large are added up by the workers
+
+
+def reduce_path(opts: RunOptions, job: Coded, code: Code) -> str:
+    """--reduce settled, "on" or "off": auto is on where a result is ``REDUCE_BYTES`` or more
+    and the run allows it; "on" where it cannot work is refused with the fix."""
+    why = ("the job is coded on its data (its results are blocks of the target, not "
+           "terms of a sum)" if job.data_coded else
+           f"--code {code.name} decodes each partition (--target each), not a sum"
+           if code.target != "sum" else
+           "--no-purge runs every list to its end, and a sum waits for none"
+           if opts.no_purge else None)
+    if opts.reduce == "on" and why is not None:
+        raise UsageError(f"--reduce on: {why}; drop --reduce (or give --reduce off)")
+    if opts.reduce != "auto":
+        return opts.reduce
+    size = job.result_size * (4 if job.half else 8)
+    return "on" if why is None and size >= REDUCE_BYTES else "off"
 
 
 def settle_output(opts: RunOptions, append: bool) -> RunOptions:

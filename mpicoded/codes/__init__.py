@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from ._base import Code, Decoder
+from ._base import Code, Decoder, combined
 from .cpgc import make_cpgc, make_mcc, make_ucmmc
 from .cyclic import make_cyclic
 from .decoders import GenericDecoder, IntervalDecoder, PeelingDecoder
@@ -83,5 +83,5 @@ def rescaled_tolerance(tolerance: int, old: Code, new: Code) -> int:
     return m
 
 
-__all__ = ["Code", "Decoder", "GenericDecoder", "IntervalDecoder", "PeelingDecoder",
+__all__ = ["Code", "Decoder", "combined", "GenericDecoder", "IntervalDecoder", "PeelingDecoder",
            "available_codes", "code_parameters", "make_code", "rebuild", "rescaled_tolerance"]

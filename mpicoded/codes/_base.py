@@ -85,8 +85,9 @@ class Decoder:
         self.ready = self._update(task)
         return self.ready
 
-    def add_run(self, tasks: list[int], value: np.ndarray) -> bool:
-        """Record pieces computed as one sum, ``value``; only decoders of pieces can."""
+    def add_run(self, tasks: list[int], value: np.ndarray | None) -> bool:
+        """Record pieces computed as one sum, ``value`` (None: ids alone); only decoders of
+        pieces can."""
         if len(tasks) == 1:
             return self.add(tasks[0], value)
         raise ValueError(f"{type(self).__name__} decodes a value a task, not runs of pieces")

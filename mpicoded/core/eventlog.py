@@ -24,9 +24,11 @@ from . import events as ev
 from .session import Session, Settings
 from .shape import Shape
 
-UNLOGGED = frozenset({"values", "entries", "theta", "code", "pieces", "work", "outcome"})
+UNLOGGED = frozenset({"values", "value", "entries", "theta", "code", "pieces", "work",
+                      "outcome"})
 EVENTS: dict[str, type] = {cls.__name__: cls for cls in (
-    ev.Begin, ev.Started, ev.JobArrived, ev.ResultArrived, ev.ProgressReported, ev.TraceArrived,
+    ev.Begin, ev.Started, ev.JobArrived, ev.ResultArrived, ev.PartArrived, ev.ProgressReported,
+    ev.TraceArrived,
     ev.Withheld, ev.WorkerLost, ev.WorkerFailed, ev.Tick, ev.StopAcknowledged, ev.LossComputed)}
 VALUES = {"Report": ("loss",)}  # fields a replay cannot know (a loss decoded from the values)
 
@@ -58,6 +60,8 @@ def event_from(row: dict[str, Any]) -> ev.Event:
     kind = EVENTS[row["type"]]
     if kind is ev.ResultArrived:
         fields["values"] = None
+    if kind is ev.PartArrived:
+        fields["value"] = None
     for name in ("counters", "tasks"):
         if name in fields and kind is not ev.ResultArrived:
             fields[name] = tuple(fields[name])
@@ -77,7 +81,7 @@ def settings_line(s: Settings, shape: dict[str, Any]) -> dict[str, Any]:
         "resume": None if s.resume is None else list(s.resume[:2]),
         "loss_every": s.loss_every, "checkpoint_every": s.checkpoint_every,
         "iteration_timeout": s.iteration_timeout, "trace": s.trace, "run_rows": s.run_rows,
-        "linger": s.linger, "eval_every": s.eval_every,
+        "linger": s.linger, "eval_every": s.eval_every, "reduce": s.reduce,
         "adopt": None if s.adopt is None else plain(s.adopt),
         "splitter": None if split is None else {
             "kind": split.kind, "gamma": split.gamma,
@@ -103,7 +107,8 @@ def settings_from(line: dict[str, Any]) -> Settings:
     return Settings(code, shape, pieces, s["chunk_rows"], s["fit_chunks"], s["tolerance"],
                     s["purge"], s["iterations"], s["jobs"], resume, s["loss_every"],
                     s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt,
-                    s.get("run_rows", 0), s.get("linger", False), s.get("eval_every"))
+                    s.get("run_rows", 0), s.get("linger", False), s.get("eval_every"),
+                    s.get("reduce", False))
 
 
 class EventLog:

@@ -63,6 +63,20 @@ class ResultArrived:
 
 
 @dataclass(slots=True)
+class PartArrived:
+    """A PART from ``rank``: its subtree's share of (job, iteration, epoch)'s decoded sum, of
+    the reduce's ``attempt`` (``value`` None where only timing matters), at ``now``."""
+
+    rank: int
+    job: int
+    iteration: int
+    epoch: int
+    attempt: int
+    value: np.ndarray | None
+    now: float
+
+
+@dataclass(slots=True)
 class ProgressReported:
     """A worker cut off by a purge says how far it got (``fraction`` of a task in ``seconds``):
     the adaptive split's sample of its speed."""
@@ -141,8 +155,9 @@ class LossComputed:
     evaluation: dict[str, float] | None = None
 
 
-Event = (Begin | Started | JobArrived | ResultArrived | ProgressReported | TraceArrived | Withheld
-         | WorkerLost | WorkerFailed | Tick | StopAcknowledged | LossComputed)
+Event = (Begin | Started | JobArrived | ResultArrived | PartArrived | ProgressReported
+         | TraceArrived | Withheld | WorkerLost | WorkerFailed | Tick | StopAcknowledged
+         | LossComputed)
 
 
 # ---- instructions ----------------------------------------------------------------------------
@@ -170,6 +185,7 @@ class Place:
     chunk_rows: int
     report_progress: bool = False
     run_rows: int = 0  # its own share's pieces in runs of at most these rows (``Runs``)
+    keep: bool = False  # results' values kept by the workers, who add up the sum (``Reduce``)
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,23 @@ class Assign:
     iteration: int
     epoch: int
     tasks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """The workers that hold the decoded sum's values add it up (issue 63): ``rank`` sums its
+    ``terms`` (the first task id of each value it sent, a coefficient each) and the PARTs of
+    its ``children``, and sends that to ``parent`` (0: the master), for ``attempt`` of the
+    reduce of (job, iteration, epoch)."""
+
+    rank: int
+    job: int
+    iteration: int
+    epoch: int
+    attempt: int
+    parent: int
+    children: tuple[int, ...]
+    terms: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -349,6 +382,6 @@ class Finish:
     outcome: Outcome = field(compare=False, repr=False)
 
 
-Instruction = (Place | Settle | Iterate | Assign | Purge | Stop | Release | Linger | Forget
-               | WakeAt | Decoded | ComputeLoss | Report | JobDone | SaveCheckpoint | Record | Log
-               | Abort | Finish)
+Instruction = (Place | Settle | Iterate | Assign | Reduce | Purge | Stop | Release | Linger
+               | Forget | WakeAt | Decoded | ComputeLoss | Report | JobDone | SaveCheckpoint
+               | Record | Log | Abort | Finish)

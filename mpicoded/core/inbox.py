@@ -13,6 +13,11 @@ Under partial work the master may ASSIGN the worker other pieces of the iteratio
 resumed (``next_iteration`` returns it again) unless it was purged or something newer came. An
 ASSIGN for an ITERATE read but not started yet replaces that ITERATE's list (``take_ahead``):
 the master counts on the ASSIGNed pieces, whether or not the worker had begun.
+
+Where the workers add up the decoded sum (REDUCE), a REDUCE drops what is left of its round as
+a PURGE does and waits to be carried out (``take_reduce``); the PARTs its children send are
+kept by (round, attempt), whichever comes first. A newer attempt, a PURGE of its round, a newer
+ITERATE or STOP cancel the sum under way (``summing`` then no longer names it).
 """
 
 from __future__ import annotations
@@ -21,13 +26,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .protocol import Message, Tag, assign_fields, iterate_fields
+import numpy as np
+
+from .protocol import Message, Tag, assign_fields, iterate_fields, part_value
 
 RECENT = 8  # messages a worker's SIGUSR1 line shows, the newest last
 
 
 def _key(msg: Message) -> tuple[int, int, int]:
     return msg.job, msg.iteration, msg.epoch
+
+
+def _order(key: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A round key in the order rounds are sent: by epoch (a re-code), then job, iteration."""
+    job, iteration, epoch = key
+    return epoch, job, iteration
 
 
 class Inbox:
@@ -57,6 +70,9 @@ class Inbox:
         # for an ITERATE not started yet: its key, and the list to start it with
         self.recent: deque[tuple[Message, bool]] = deque(maxlen=RECENT)  # the last messages
         # read, and whether each was ignored (an ASSIGN of nothing under way): SIGUSR1's line
+        self.reduce: Message | None = None  # a REDUCE not carried out yet
+        self.summing: tuple[tuple[int, int, int], int] | None = None  # (round, attempt) under way
+        self.parts: dict[tuple[tuple[int, int, int], int], list[np.ndarray]] = {}
 
     def read(self) -> None:
         """Take in every message that has arrived."""
@@ -72,6 +88,17 @@ class Inbox:
                 self.current_dropped = self.current is not None
             self.waiting.append(msg)
             self.assigned = None  # pieces of an older iteration
+            self._cancel_sums(before=_order(_key(msg)))
+        elif msg.tag == Tag.REDUCE:
+            if self._read_newer(_key(msg)):  # its round was summed without this worker
+                self.recent.append((msg, True))
+                return
+            self._drop(_key(msg))
+            self.reduce, self.summing = msg, None
+            self.parts = {k: v for k, v in self.parts.items()
+                          if k[0] == _key(msg) and k[1] >= msg.task}
+        elif msg.tag == Tag.PART:
+            self.parts.setdefault((_key(msg), msg.task), []).append(part_value(msg))
         elif msg.tag == Tag.ASSIGN:
             under_way = self.current if self.current is not None else self.last
             dropped = self.current_dropped if self.current is not None else self.last_dropped
@@ -85,24 +112,59 @@ class Inbox:
                 return
         elif msg.tag == Tag.PURGE:
             if self.purge:
-                if self.waiting and _key(self.waiting[-1]) == _key(msg):
-                    self._skip_waiting()
-                if self.current is not None and _key(self.current) == _key(msg):
-                    self.current_dropped = True
-                if self.last is not None and _key(self.last) == _key(msg):
-                    self.last_dropped = True
-                    if self.current is None:
-                        self.assigned = None
+                self._drop(_key(msg))
             # else the purge is for an iteration already left behind: nothing to drop
+            self._cancel_sums(key=_key(msg))
         elif msg.tag == Tag.STOP:
             self.stopped = True
             self.assigned = None
             if self.purge:
                 self._skip_waiting()
                 self.current_dropped = self.current is not None
+            self._cancel_sums()
         else:
             raise ValueError(f"a worker got an unexpected {msg.tag.name} from the master")
         self.recent.append((msg, False))
+
+    def _drop(self, key: tuple[int, int, int]) -> None:
+        """What is left of round ``key`` is dropped: waiting, under way, or resumable."""
+        if self.waiting and _key(self.waiting[-1]) == key:
+            self._skip_waiting()
+        if self.current is not None and _key(self.current) == key:
+            self.current_dropped = True
+        if self.last is not None and _key(self.last) == key:
+            self.last_dropped = True
+            if self.current is None:
+                self.assigned = None
+
+    def _read_newer(self, key: tuple[int, int, int]) -> bool:
+        """Whether an ITERATE of a round after ``key`` has been read."""
+        read = [m for m in (*self.waiting, self.current, self.last) if m is not None]
+        return any(_order(_key(m)) > _order(key) for m in read)
+
+    def _cancel_sums(self, key: tuple[int, int, int] | None = None,
+                     before: tuple[int, int, int] | None = None) -> None:
+        """Sums of round ``key`` (or of rounds sent ``before`` that order; every one if
+        neither) are not to be carried out, or finished."""
+        def cancelled(k: tuple[int, int, int]) -> bool:
+            return (k == key if key is not None else
+                    _order(k) < before if before is not None else True)
+
+        if self.reduce is not None and cancelled(_key(self.reduce)):
+            self.reduce = None
+        if self.summing is not None and cancelled(self.summing[0]):
+            self.summing = None
+
+    def take_reduce(self) -> Message:
+        """The REDUCE to carry out now; ``summing`` names it until it is cancelled."""
+        msg = self.reduce
+        assert msg is not None
+        self.reduce, self.summing = None, (_key(msg), msg.task)
+        return msg
+
+    def parts_for(self, key: tuple[tuple[int, int, int], int]) -> list[np.ndarray]:
+        """The PARTs come so far for (round, attempt) ``key``."""
+        return self.parts.get(key, [])
 
     def said(self) -> str:
         """The last messages read, oldest first: tag, (job, iteration, epoch), an ASSIGN's
@@ -176,10 +238,11 @@ class Inbox:
 
     @property
     def pending(self) -> bool:
-        """Something read already is still to be acted on: an ITERATE waiting, STOP, or pieces
-        ASSIGNed (read while a delay was served, say, after the last piece of a list): the
-        worker must call ``next_iteration`` even though nothing new has arrived."""
-        return bool(self.waiting) or self.stopped or self.assigned is not None
+        """Something read already is still to be acted on: an ITERATE waiting, STOP, pieces
+        ASSIGNed (read while a delay was served, say, after the last piece of a list) or a
+        REDUCE: the worker must act although nothing new has arrived."""
+        return (bool(self.waiting) or self.stopped or self.assigned is not None
+                or self.reduce is not None)
 
     @property
     def finished(self) -> bool:

@@ -58,7 +58,10 @@ class Losses:
             for w in lost:
                 s.splitter.exclude(w)
         rnd = s.round
-        if rnd is not None and not rnd.done:
+        if rnd is not None and rnd.reducing is not None and {
+                s.ranks.rank(w) for w in lost} & set(rnd.reducing.plan):
+            out += s.reduction.lost(rnd, now)  # their values went with them
+        elif rnd is not None and not rnd.done:
             for w in lost:
                 rnd.outstanding.pop(w, None)
             if not s._decodable():
@@ -120,10 +123,12 @@ class Losses:
         s = self.session
         rnd = s.round
         out: list[Instruction] = []
-        if rnd is not None and not rnd.done:
+        if rnd is not None and (not rnd.done or rnd.reducing is not None):
             rnd.done = True
+            summing = set() if rnd.reducing is None else set(rnd.reducing.plan)
             out += [Purge(s.ranks.rank(w), rnd.job, rnd.iteration, rnd.epoch)
-                    for w in sorted(s.live) if rnd.outstanding.get(w)]
+                    for w in sorted(s.live) if rnd.outstanding.get(w)
+                    or s.ranks.rank(w) in summing]
             reopen = (rnd.job, rnd.iteration, s.stream.theta)
         survivors = sorted(s.live)
         if not survivors:

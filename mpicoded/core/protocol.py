@@ -39,6 +39,8 @@ class Tag(IntEnum):
     ASSIGN = 11
     SETUP_DATA = 12
     RELEASE = 13
+    REDUCE = 14
+    PART = 15
 
 
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
@@ -108,8 +110,8 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         payload=(Section("task ids; -(id + 1): a piece computed in one sum with the one "
                          "before (a run: one value for all)", Size.COUNT),
                  Section("values (one a task, or a run), back to back: float64, or float32 "
-                         "two a slot (the last padded) for a job whose results travel so",
-                         Size.REST),
+                         "two a slot (the last padded) for a job whose results travel so; "
+                         "none where the workers keep them to add up (REDUCE)", Size.REST),
                  _ENTRIES)),
     Tag.PURGE: Layout(_TO_WORKER, "drop what is left of (job, iteration)", key=True),
     Tag.STOP: Layout(_TO_WORKER, "finish; the worker answers STOP_ACK and leaves its loop"),
@@ -142,6 +144,21 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         payload=(Section("one array's bytes, received into the buffer the array keeps",
                          Size.REST),)),
     Tag.RELEASE: Layout(_TO_WORKER, "once every STOP is acknowledged: the worker may leave now"),
+    Tag.REDUCE: Layout(
+        _TO_WORKER, "results summed by the workers (large ones): the iteration is decoded; add "
+        "these of your values, times these coefficients, to the PARTs of these children and "
+        "send the sum to the parent", key=True, worker="the parent's rank (0: the master)",
+        task="the attempt (a death re-plans the sum)", count="terms",
+        payload=(Section("the first task id of each value summed (as its RESULT named it)",
+                         Size.COUNT),
+                 Section("their coefficients", Size.COUNT),
+                 Section("the children's ranks, whose PARTs it waits for", Size.REST))),
+    Tag.PART: Layout(
+        "worker → its parent in a REDUCE", "a partial sum of the decoded result", key=True,
+        worker=_SENDER, task="the attempt",
+        count="values: as many slots (float64), or half as many, rounded up (float32 where the "
+              "job's results travel so)",
+        payload=(Section("the sum", Size.REST),)),
 })
 
 
@@ -325,6 +342,52 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if size <= 0:
         return rest, _NO_ENTRIES
     return rest[:-size], rest[-size:].reshape(-1, len(TRACE_FIELDS))
+
+
+def pack_reduce(job: int, iteration: int, epoch: int, attempt: int, parent: int,
+                terms: Sequence[tuple[int, float]], children: Sequence[int]) -> np.ndarray:
+    """REDUCE (laid out as ``LAYOUTS`` says): which of its values a worker sums, with what
+    coefficients, whose PARTs it adds, and where the sum goes."""
+    keys = np.array([t for t, _ in terms], dtype=np.float64)
+    coefs = np.array([c for _, c in terms], dtype=np.float64)
+    buf = pack(job, iteration, epoch, attempt, parent, keys, coefs,
+               np.asarray(children, dtype=np.float64))
+    return buf
+
+
+def reduce_fields(msg: Message) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
+    """A REDUCE's terms (value key, coefficient) and children's ranks; its parent is
+    ``msg.worker``, its attempt ``msg.task``."""
+    n = msg.count
+    keys = msg.payload[:n].astype(np.int64).tolist()
+    coefs = msg.payload[n : 2 * n].tolist()
+    children = tuple(msg.payload[2 * n :].astype(np.int64).tolist())
+    return tuple(zip(keys, coefs, strict=True)), children
+
+
+def pack_part(job: int, iteration: int, epoch: int, attempt: int, worker: int,
+              value: np.ndarray, half: bool = False,
+              out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
+    """PART (laid out as ``LAYOUTS`` says): a partial sum, float32 two a slot if ``half``."""
+    n = value.size
+    half = half and n > 1
+    slots = (n + 1) // 2 if half else n
+    buf = out(HEADER + slots)
+    buf[:HEADER] = (job, iteration, epoch, attempt, worker, n)
+    if half:
+        region = buf[HEADER:].view(np.float32)
+        region[:n] = value
+        region[n:] = 0.0
+    else:
+        buf[HEADER:] = value
+    return buf
+
+
+def part_value(msg: Message) -> np.ndarray:
+    """A PART's sum: a view of the message, float32 where it travels so."""
+    if len(msg.payload) < msg.count:
+        return msg.payload.view(np.float32)[: msg.count]
+    return msg.payload[: msg.count]
 
 
 def pack_assign(job: int, iteration: int, tasks: Sequence[int], epoch: int = 0) -> np.ndarray:

@@ -7,13 +7,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .events import Event, ProgressReported, ResultArrived, StopAcknowledged, TraceArrived
+from .events import (
+    Event,
+    PartArrived,
+    ProgressReported,
+    ResultArrived,
+    StopAcknowledged,
+    TraceArrived,
+)
 from .protocol import (
     Message,
     Tag,
     ack_fields,
     assign_fields,
     iterate_fields,
+    part_value,
     progress_fields,
     result_fields,
     result_trace,
@@ -42,16 +50,20 @@ def withheld_lists(rank: int, messages: Sequence[tuple[object, Tag]]) -> dict[
 def event_of(msg: Message, rank: int, now: float, epoch: int,
              half_width: int = 0) -> Event | None:
     """What a message from ``rank`` tells the master, read at ``now``: a RESULT of ``epoch``
-    has its values (float32, ``half_width`` a task, where they travel so); one of another
-    epoch is stale, whatever its width. None for a late PING answer."""
+    has its values (float32, ``half_width`` a task, where they travel so; none where the
+    workers keep them to add up: ids alone); one of another epoch is stale, whatever its
+    width. None for a late PING answer."""
     tag = msg.tag
     if tag == Tag.RESULT:
         if msg.epoch == epoch:
             tasks, values, entries, runs = result_fields(msg, half_width)
-            return ResultArrived(rank, msg.job, msg.iteration, msg.epoch, tasks, values, now,
-                                 entries, runs)
+            return ResultArrived(rank, msg.job, msg.iteration, msg.epoch, tasks,
+                                 values if values.size else None, now, entries, runs)
         return ResultArrived(rank, msg.job, msg.iteration, msg.epoch,
                              split_ids(msg.payload[:msg.count])[0], None, now, result_trace(msg))
+    if tag == Tag.PART:
+        return PartArrived(rank, msg.job, msg.iteration, msg.epoch, msg.task, part_value(msg),
+                           now)
     if tag == Tag.PROGRESS:
         return ProgressReported(rank, msg.job, msg.iteration, msg.epoch, *progress_fields(msg))
     if tag == Tag.TRACE:

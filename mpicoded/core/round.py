@@ -6,9 +6,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..codes import Code, Decoder
 from .result import IterationRecord
 
+
+@dataclass
+class Reducing:
+    """A decoded round whose sum the workers add up (``Reduce``): the attempt, the ranks that
+    sum a share (``plan``: rank -> its terms), the ranks whose PART rank 0 still waits for,
+    what they added up to so far, and the round's record and missing partitions, for when
+    the sum is complete. ``star``: every contributor sends its own share to rank 0 (a
+    re-plan: rank 0 then sees who is late)."""
+
+    record: IterationRecord
+    missing: np.ndarray
+    attempt: int = 0
+    plan: dict[int, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    waiting: set[int] = field(default_factory=set)
+    total: np.ndarray | None = None
+    star: bool = False
+    since: float = 0.0  # when this attempt was sent
 
 @dataclass
 class Round:
@@ -34,6 +53,12 @@ class Round:
     given: dict[int, float] = field(default_factory=dict)  # worker -> when it last took over
     robbers: dict[int, int] = field(default_factory=dict)  # worker -> who took its last piece
     wake: float | None = None  # when a holder that idle workers wait on is overdue
+    # results summed by the workers (``Reducing``): every RESULT in order (worker, tasks,
+    # runs), and who holds each value the decoder counts (decoder key -> (worker, the first
+    # task id its RESULT named)); None: the values come to rank 0
+    log: list[tuple[int, list[int], tuple[int, ...] | None]] | None = None
+    holders: dict[int, tuple[int, int]] = field(default_factory=dict)
+    reducing: Reducing | None = None
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -47,9 +72,19 @@ class Round:
         self.received += len(tasks)
         self.arrivals.setdefault(worker, []).extend([now - self.started] * len(tasks))
         self.outstanding.get(worker, set()).difference_update(tasks)
-        decoder = self.decoder
-        if values is None or runs is None:
+        if self.log is not None:
+            self.log.append((worker, tasks, runs))
+        return self._add(self.decoder, worker, tasks, values, runs)
+
+    def _add(self, decoder: Decoder, worker: int, tasks: list[int], values: object,
+             runs: tuple[int, ...] | None) -> bool:
+        """Feed one RESULT to ``decoder`` (noting who holds each value counted, where the
+        workers keep them); True once it is ready."""
+        holders = self.holders if self.log is not None else None
+        if runs is None:
             for i, task in enumerate(tasks):
+                if holders is not None and task not in decoder.seen and not decoder.ready:
+                    holders[task] = (worker, task)
                 if decoder.add(task, None if values is None else values[i]):  # type: ignore[index]
                     return True
             return False
@@ -57,9 +92,23 @@ class Round:
         for i, length in enumerate(runs):
             run = tasks[start:start + length]
             start += length
-            if decoder.add_run(run, values[i]):  # type: ignore[index]
+            if holders is not None and not decoder.ready:
+                first = next((t for t in run if t not in decoder.seen), None)
+                if first is not None:  # the decoder keeps a run's value at its first new piece
+                    holders[first] = (worker, run[0])
+            if decoder.add_run(run, None if values is None else values[i]):  # type: ignore[index]
                 return True
         return False
+
+    def redecode(self, code: Code, tolerance: int, live: set[int]) -> bool:
+        """Results summed by the workers, some of whom are gone: decode again from the living's
+        RESULTs alone (their values are still theirs); whether that decodes."""
+        assert self.log is not None
+        self.decoder, self.holders = code.decoder(tolerance), {}
+        for worker, tasks, runs in self.log:
+            if worker in live and self._add(self.decoder, worker, tasks, None, runs):
+                return True
+        return self.decoder.ready
 
     def handed(self) -> dict[int, int]:
         """Partial work: each worker's pieces of its own share that another owns now (taken

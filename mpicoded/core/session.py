@@ -28,6 +28,7 @@ from .events import (
     Iterate,
     JobArrived,
     LossComputed,
+    PartArrived,
     Place,
     ProgressReported,
     Purge,
@@ -47,6 +48,7 @@ from .losses import Losses
 from .pieces import Give, PieceWork
 from .piecetable import PieceTable
 from .ranks import WorkerRanks
+from .reduction import Reduction
 from .round import Round
 from .stream import Stream
 
@@ -102,6 +104,9 @@ class Settings:
     # the job's evaluation on held-out data every this many iterations and at a job's end (0:
     # at the end only); None: never (the job has none)
     eval_every: int | None = None
+    # the workers keep their results' values and add up the decoded sum among themselves
+    # (``reduction.py``): large results, a sum target
+    reduce: bool = False
 
 
 class Session:
@@ -126,9 +131,11 @@ class Session:
         self.stream = Stream(self, s)
         self.ending = Ending(self)
         self.losses = Losses(self)
+        self.reduction = Reduction(self)
         self._handlers: dict[type, Callable[[Any], list[Instruction]]] = {
             Begin: self._begin, Started: self.stream.started, JobArrived: self.stream.arrived,
-            ResultArrived: self._result, ProgressReported: self._progress,
+            ResultArrived: self._result, PartArrived: self.reduction.part,
+            ProgressReported: self._progress,
             TraceArrived: lambda e: [], Withheld: self._withheld, WorkerLost: self.losses.lost,
             WorkerFailed: self.ending.failed, Tick: self._tick,
             StopAcknowledged: self.ending.acknowledged, LossComputed: self.stream.loss,
@@ -190,7 +197,8 @@ class Session:
                                tuple(int(t) for t in chosen[w])) for w in sorted(self.live))
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         return Place(self.epoch, targets, self.code, self.pieces, self.work, self.chunk_rows,
-                     report_progress=adaptive, run_rows=self.run_rows)
+                     report_progress=adaptive, run_rows=self.run_rows,
+                     keep=self.settings.reduce)
 
     def _begin(self, event: Begin) -> list[Instruction]:
         """Place the data. After a failover (``adopt``: the survivors' ranks by world rank, the
@@ -228,7 +236,8 @@ class Session:
         quiet = piecework.quiet(self.live) if piecework is not None else frozenset()
         outstanding = {w: set(schedule[w]) for w in self.live
                        if schedule[w] and w not in quiet}
-        rnd = Round(job, iteration, self.epoch, now, code.decoder(self.tolerance), outstanding)
+        rnd = Round(job, iteration, self.epoch, now, code.decoder(self.tolerance), outstanding,
+                    log=[] if self.settings.reduce else None)
         self.round = rnd
         lists = {w: tuple(schedule[w]) for w in outstanding}
         if piecework is not None:
@@ -275,6 +284,10 @@ class Session:
         if self.piecework is not None:
             self.piecework.heard_from(worker, not stale, event.tasks, event.now)
         if stale:
+            if (rnd is not None and rnd.reducing is not None and worker in self.live
+                    and rnd.log is not None and (event.job, event.iteration, event.epoch)
+                    == rnd.key):  # its values may stand in for a dead contributor's
+                rnd.log.append((worker, event.tasks, event.runs))
             return self._stale(len(event.tasks))
         assert rnd is not None
         self.totals["messages"] += 1
@@ -324,16 +337,22 @@ class Session:
         if self.splitter is not None:
             assert rnd.decoded_at is not None
             self.splitter.observe(rnd.arrivals, rnd.decoded_at, rnd.key)
-        result = dec.result() if dec.values else None
         out: list[Instruction] = [Decoded(rnd.job, rnd.iteration, rnd.epoch,
                                           frozenset(dec.used))]
+        if rnd.log is not None:  # the workers hold the values: they add them up
+            return out + self.reduction.begin(rnd, record, dec.missing_partitions, now)
+        result = dec.result() if dec.values else None
         return out + self.stream.decoded(record, result, dec.missing_partitions, now)
 
     def _tick(self, event: Tick) -> list[Instruction]:
         """The clock: silent workers are lost (``Losses.tick``); idle workers that waited on
         a holder look again once one is overdue."""
-        out = self.losses.tick(event)
         rnd, work = self.round, self.piecework
+        if rnd is not None and rnd.reducing is not None:
+            self.stream.clock = max(self.stream.clock, event.now)
+            return self.reduction.tick(rnd, event.now)
+        out = self.losses.tick(event)
+        rnd = self.round
         if (rnd is not None and not rnd.done and work is not None and rnd.wake is not None
                 and event.now >= rnd.wake):
             out += self._gives(work.hand_over(rnd, self.live, event.now))

@@ -51,6 +51,7 @@ class WorkerSetup:
     # begins in the rows they number (the data's end last)
     batches: Batches | None = None
     bounds: tuple[int, ...] = ()
+    keep: bool = False  # results' values kept, their ids alone sent: the workers add them up
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class SetupShared:
     report_progress: bool = False  # an adaptive split learns from purged tasks' progress
     trace: bool = False
     run_rows: int = 0  # partial work: its own share's pieces in runs of at most these rows
+    keep: bool = False  # the workers keep their values and add up the sum (REDUCE)
 
     def for_worker(self, world_rank: int, index: int, tasks: Sequence[int],
                    kill_at: tuple[int, int] | None = None) -> WorkerSetup:
@@ -86,7 +88,7 @@ class SetupShared:
                             chunk_rows=self.chunk_rows, purge=self.purge, kill_at=kill_at,
                             report_progress=self.report_progress, epoch=self.epoch,
                             trace=self.trace, data_coded=job.data_coded, half=job.half,
-                            batches=job.batches, bounds=job.bounds)
+                            batches=job.batches, bounds=job.bounds, keep=self.keep)
         table = None if self.pieces is None else PieceTable.of(self.pieces)
         if self.pieces is not None and table is not None:
             holds = table.holds[index]

@@ -15,7 +15,7 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import Tag, pack_assign, pack_control, pack_iterate
+from ..core.protocol import Tag, pack_assign, pack_control, pack_iterate, pack_reduce
 from ..core.reading import event_of, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
@@ -180,6 +180,9 @@ class Master:
             each(lambda r: send(buf, r, Tag.ITERATE), (r for r, _ in i.lists))  # theta once
         elif isinstance(i, ev.Assign):
             send(pack_assign(i.job, i.iteration, i.tasks, i.epoch), i.rank, Tag.ASSIGN)
+        elif isinstance(i, ev.Reduce):
+            send(pack_reduce(i.job, i.iteration, i.epoch, i.attempt, i.parent, i.terms,
+                             i.children), i.rank, Tag.REDUCE)
         elif isinstance(i, ev.Purge):
             send(pack_control(i.job, i.iteration, epoch=i.epoch), i.rank, Tag.PURGE)
         elif isinstance(i, ev.Stop | ev.Release):
@@ -226,7 +229,8 @@ class Master:
         self.coded(i.work, i.pieces)
         shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch,
                              self.session.settings.purge,
-                             i.chunk_rows, i.report_progress, self.trace is not None, i.run_rows)
+                             i.chunk_rows, i.report_progress, self.trace is not None, i.run_rows,
+                             i.keep)
 
         def post(target: ev.Target) -> None:
             head, arrays = object_frames(shared.for_worker(target.world, target.worker,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -140,12 +140,15 @@ def wait_object(comm: MPI.Comm, source: int, tag: Tag) -> object:
     return _recv_object(comm, status)
 
 
-def wait_buffer(comm: MPI.Comm, source: int, tag: Tag, timeout: float) -> np.ndarray | None:
-    """The payload of the next ``tag`` message from ``source`` (set-up only: a clock's ping),
-    waited for as ``wait_object`` does, or None after ``timeout`` seconds; ProcessesFailed if
-    ``source`` is dead."""
+def wait_buffer(comm: MPI.Comm, source: int, tag: Tag, timeout: float,
+                drop: Tag | None = None) -> np.ndarray | None:
+    """The payload of the next ``tag`` message from ``source`` (set-up only: a clock's ping;
+    a worker's RELEASE), waited for as ``wait_object`` does, or None after ``timeout``
+    seconds; ProcessesFailed if ``source`` is dead. ``drop``: messages of that tag from any
+    rank are read and dropped meanwhile (another worker's, which must not wait on this one)."""
     with failures_raised(comm):
-        status = _wait_probe(comm, source, tag, time.monotonic() + timeout)
+        status = _wait_probe(comm, source, tag, time.monotonic() + timeout,
+                             lambda: drop_pending(comm, drop) if drop is not None else False)
         if status is None:
             return None
         buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
@@ -154,15 +157,30 @@ def wait_buffer(comm: MPI.Comm, source: int, tag: Tag, timeout: float) -> np.nda
     return unpack(tag, buf).payload
 
 
-def _wait_probe(comm: MPI.Comm, source: int, tag: Tag,
-                deadline: float = float("inf")) -> MPI.Status | None:
+def _wait_probe(comm: MPI.Comm, source: int, tag: Tag, deadline: float = float("inf"),
+                meanwhile: Callable[[], bool] = lambda: False) -> MPI.Status | None:
+    """The status of a ``tag`` message from ``source`` once one is there (None past
+    ``deadline``); ``meanwhile()`` between probes, which says whether it did anything."""
     backoff = Backoff(cap=5e-3)
     status = MPI.Status()
     while not comm.Iprobe(source=source, tag=int(tag), status=status):
         if time.monotonic() > deadline:
             return None
-        backoff.wait()
+        if meanwhile():
+            backoff.reset()
+        else:
+            backoff.wait()
     return status
+
+
+def drop_pending(comm: MPI.Comm, tag: Tag) -> bool:
+    """Read and drop one ``tag`` message from any rank, if there is one; whether there was."""
+    status = MPI.Status()
+    if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=int(tag), status=status):
+        return False
+    buf = np.empty(status.Get_count(MPI.DOUBLE))
+    comm.Recv([buf, MPI.DOUBLE], source=status.Get_source(), tag=int(tag))
+    return True
 
 
 _STATUS = MPI.Status()  # reused: receive() runs on every poll of the hot loops

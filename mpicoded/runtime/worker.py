@@ -5,6 +5,7 @@ An iteration's list is run by ``tasks.run_tasks`` (whole tasks) or ``pieces.run_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ import traceback
 import numpy as np
 from mpi4py import MPI
 
+from ..codes import combined
 from ..core.inbox import Inbox
 from ..core.piecelist import PieceList
 from ..core.protocol import (
@@ -20,8 +22,10 @@ from ..core.protocol import (
     Tag,
     pack_clock,
     pack_control,
+    pack_part,
     pack_result,
     pack_trace,
+    reduce_fields,
 )
 from ..core.setup import PIECE_FLUSH_S, WorkerSetup
 from ..core.trace import DROPPED, PURGED, TraceEntry
@@ -33,7 +37,15 @@ from .buffers import Buffers
 from .outbox import Outbox
 from .pieces import run_pieces
 from .tasks import run_tasks
-from .transport import ProcessesFailed, as_failure, failures_raised, receive, wait_buffer, wait_object
+from .transport import (
+    ProcessesFailed,
+    as_failure,
+    drop_pending,
+    failures_raised,
+    receive,
+    wait_buffer,
+    wait_object,
+)
 from .waits import Backoff, blocking_mpi
 
 MASTER = 0
@@ -50,6 +62,7 @@ class Worker:
         self.comm, self.setup, self.job = comm, setup, job
         self.kernel = kernel_for(job, setup.data_coded)
         self.outbox = Outbox(comm)
+        self.peers = Outbox(comm)  # to other workers: PARTs (a dead one is the master's to find)
         self.buffers = Buffers()  # ITERATEs received, RESULTs sent
         self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
@@ -61,12 +74,16 @@ class Worker:
         self.views: dict[tuple[int, int, int], Block] = {}  # partial work: (key, start, stop)
         # the newest ITERATE started: (epoch, job, iteration) and its theta, for a failover
         self.latest: tuple[tuple[int, int, int], np.ndarray] | None = None
+        # results summed by the workers (set-up ``keep``): the values this worker sent of its
+        # newest round, by the first task id each RESULT named
+        self.kept_round: tuple[int, int, int] | None = None
+        self.kept: dict[int, np.ndarray] = {}
 
     def rebind(self, comm: MPI.Comm) -> None:
         """Serve a new master on ``comm`` (after a failover): what was queued for the old one,
         and what it had sent, is gone with it; the data, the set-up and the counters stay."""
         self.comm = comm
-        self.outbox = Outbox(comm)
+        self.outbox, self.peers = Outbox(comm), Outbox(comm)
         self.inbox = self.new_inbox()
         self.pieces.rank = comm.Get_rank()
 
@@ -88,7 +105,8 @@ class Worker:
                 f"{len(self.outbox.pending)} sends pending; last read: {inbox.said()}")
 
     def poll(self) -> Message | None:
-        while (got := receive(self.comm, MASTER, self.buffers)) is not None and \
+        """The next message from the master, or a PART from another worker."""
+        while (got := receive(self.comm, MPI.ANY_SOURCE, self.buffers)) is not None and \
                 got[0].tag == Tag.PING:
             self.outbox.send(pack_clock(self.setup.worker, time.perf_counter()), MASTER, Tag.PING)
         return None if got is None else got[0]
@@ -104,7 +122,7 @@ class Worker:
         """Whether the master sent anything not read yet: one probe, cheaper than the inbox's
         read; it runs between every two chunks and at every turn an idle worker gets."""
         try:
-            return self.comm.Iprobe(source=MASTER)
+            return self.comm.Iprobe(source=MPI.ANY_SOURCE)
         except MPI.Exception as exc:
             raise as_failure(self.comm, exc) from None
 
@@ -139,8 +157,10 @@ class Worker:
         """An iteration begins: it is the newest started (kept for a failover), a planned kill
         happens here, and the iteration's injected shift is served (once). Where the injected
         delays have brought it (time.monotonic), or None if it was dropped meanwhile."""
-        # theta views this message's own buffer (a fresh one each receive): kept, not copied
+        # theta views this message's own buffer (not used again while viewed): kept, not copied
         self.latest = ((msg.epoch, msg.job, msg.iteration), theta)
+        if (msg.job, msg.iteration, msg.epoch) != self.kept_round:
+            self.kept_round, self.kept = (msg.job, msg.iteration, msg.epoch), {}
         setup, delay = self.setup, self.setup.delay
         if setup.kill_at is not None and (msg.job, msg.iteration) >= setup.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die like a lost node
@@ -215,7 +235,12 @@ class Worker:
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],
                     unsent: list[TraceEntry]) -> None:
-        """Send results, with every trace entry not sent yet (``unsent``: these results')."""
+        """Send results, with every trace entry not sent yet (``unsent``: these results'); the
+        values kept, and their ids alone sent, where the workers add up the sum."""
+        if self.setup.keep:
+            firsts = [t for t in tasks if t >= 0]  # a run's later pieces are -(id + 1)
+            self.kept.update(zip(firsts, values, strict=True))
+            values = []
         trace = self.trace
         if trace is not None:
             trace.extend(unsent)
@@ -227,6 +252,54 @@ class Worker:
         self.outbox.send(buf, MASTER, Tag.RESULT)
         self.sent += len(tasks)
 
+    def sum_up(self) -> None:
+        """Carry out the REDUCE read: this worker's values times their coefficients, plus its
+        children's PARTs, to its parent; given up if it is cancelled meanwhile (a re-plan)."""
+        inbox = self.inbox
+        msg = inbox.take_reduce()
+        mine = inbox.summing
+        terms, children = reduce_fields(msg)
+        if (msg.job, msg.iteration, msg.epoch) != self.kept_round:
+            raise RuntimeError(f"a REDUCE of round {mine} came; the values held are of "
+                               f"{self.kept_round}")
+        total = combined(dict(terms), self.kept.__getitem__)
+        backoff = Backoff()
+        while len(parts := inbox.parts_for(mine)) < len(children):  # type: ignore[arg-type]
+            if inbox.summing != mine:
+                return
+            self.outbox.prune()
+            self.prune_peers()
+            if self.arrived():
+                inbox.read()
+                backoff.reset()
+            else:
+                backoff.wait()
+        for part in parts:
+            total += part
+        buf = pack_part(msg.job, msg.iteration, msg.epoch, msg.task, self.setup.worker, total,
+                        self.setup.half, self.buffers.take)
+        if msg.worker == MASTER:
+            self.outbox.send(buf, MASTER, Tag.PART)
+        else:
+            with contextlib.suppress(ProcessesFailed):  # the master re-plans without it
+                self.peers.send(buf, msg.worker, Tag.PART)
+        inbox.summing = None
+
+    def prune_peers(self) -> None:
+        """Forget completed sends to other workers; a dead one's are dropped (the master
+        finds the death and re-plans)."""
+        with contextlib.suppress(ProcessesFailed):
+            self.peers.prune()
+
+    def settle_peers(self) -> None:
+        """Every send to another worker taken in, reading (and dropping) what they send
+        meanwhile: no two workers wait on each other, and none exits with a send pending."""
+        backoff = Backoff()
+        while self.peers.pending:
+            self.prune_peers()
+            if not drop_pending(self.comm, Tag.PART):
+                backoff.wait()
+
     def run(self) -> None:
         """Serve iterations until STOP; then flush sends and acknowledge."""
         backoff = Backoff()
@@ -234,7 +307,14 @@ class Worker:
         while True:
             # nothing new: one probe (idle ranks poll at every turn they get on an
             # oversubscribed core, and each poll's cost is taken from the ranks computing)
-            msg = inbox.next_iteration() if inbox.pending or self.arrived() else None
+            msg = None
+            if inbox.pending or self.arrived():
+                inbox.read()
+                if inbox.reduce is not None:
+                    self.sum_up()
+                    backoff.reset()
+                    continue
+                msg = inbox.next_iteration()
             if msg is None:
                 if inbox.finished:
                     break
@@ -252,6 +332,7 @@ class Worker:
             inbox.close_current()  # idle now (what SIGUSR1's line says), until the next one
         self.dropped += self.inbox.skipped + self.pieces.dropped
         self.outbox.drain()
+        self.settle_peers()
         ack = pack_control(worker=self.setup.worker,
                            counters=(self.computed, self.sent, self.dropped, self.rows),
                            trace=self.trace or ())
@@ -262,7 +343,7 @@ class Worker:
         # (a lingering one), and nothing else can end the wait
         try:
             wait_buffer(self.comm, MASTER, Tag.RELEASE,
-                        RELEASE_WAIT_S if ft_enabled() else float("inf"))
+                        RELEASE_WAIT_S if ft_enabled() else float("inf"), drop=Tag.PART)
         except ProcessesFailed:
             pass
 

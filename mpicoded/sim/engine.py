@@ -211,6 +211,9 @@ class SimClock:
             self.lists.pop(i.rank, None)
             self.busy.discard(i.rank)
             self.gen[i.rank] = next(self.generation)
+        elif isinstance(i, ev.Reduce) and i.parent == 0:  # the workers' sum, at once
+            self.queue.append(ev.PartArrived(i.rank, i.job, i.iteration, i.epoch, i.attempt,
+                                             None, self.now))
         elif isinstance(i, ev.Settle):
             self.queue.append(ev.Started(self.now))
         elif isinstance(i, ev.Stop):

@@ -19,10 +19,14 @@ from mpicoded.core.protocol import (
     pack_clock,
     pack_control,
     pack_iterate,
+    pack_part,
     pack_progress,
+    pack_reduce,
     pack_result,
     pack_trace,
+    part_value,
     progress_fields,
+    reduce_fields,
     result_fields,
     result_trace,
     run_ids,
@@ -127,6 +131,18 @@ def test_a_float32_theta_takes_half_the_slots_and_comes_back_exact(n):
     assert np.shares_memory(got, half)
 
 
+def test_a_reduce_and_a_part_come_back_from_their_fields():
+    """A REDUCE's terms and children; a PART's sum, float32 two a slot where it travels so."""
+    msg = unpack(Tag.REDUCE, pack_reduce(4, 17, 1, 2, 0, [(5, 1.0), (9, -0.5)], ()))
+    assert reduce_fields(msg) == (((5, 1.0), (9, -0.5)), ()) and (msg.worker, msg.task) == (0, 2)
+    value = np.linspace(-1, 1, 7)
+    half = unpack(Tag.PART, pack_part(4, 17, 1, 2, 5, value, half=True))
+    assert len(half.payload) == 4 and part_value(half).dtype == np.float32
+    np.testing.assert_array_equal(part_value(half), value.astype(np.float32))
+    np.testing.assert_array_equal(part_value(unpack(Tag.PART, pack_part(4, 17, 1, 2, 5, value))),
+                                  value)
+
+
 def test_purge_names_its_iteration():
     msg = unpack(Tag.PURGE, pack_control(4, 17))
     assert (msg.tag, msg.job, msg.iteration, msg.count) == (Tag.PURGE, 4, 17, 0)
@@ -185,6 +201,12 @@ WIRE = [
     (Tag.ASSIGN, pack_assign(4, 17, (5, 2, 9), epoch=1),
      {"job": 4, "iteration": 17, "epoch": 1, "count": 3}, [[5, 2, 9]]),
     (Tag.RELEASE, pack_control(), {}, []),
+    (Tag.REDUCE, pack_reduce(4, 17, 1, 2, 3, [(5, 1.0), (9, -0.5)], (6, 2)),
+     {"job": 4, "iteration": 17, "epoch": 1, "worker": 3, "task": 2, "count": 2},
+     [[5, 9], [1.0, -0.5], [6, 2]]),
+    (Tag.PART, pack_part(4, 17, 1, 2, 5, np.arange(4.0)),
+     {"job": 4, "iteration": 17, "epoch": 1, "worker": 5, "task": 2, "count": 4},
+     [np.arange(4.0)]),
 ]
 
 

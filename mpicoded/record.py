@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import resource
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -43,8 +44,13 @@ class Progress:
     """Rank 0's progress: about ten log records a job (each with ``progress`` = (iteration,
     iterations), which the CLI draws as a bar on a terminal), and the metrics records."""
 
-    def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1) -> None:
+    def __init__(self, total: int, quiet: bool, metrics: TextIO | None, jobs: int = 1,
+                 traffic: Callable[[], tuple[int, int]] | None = None) -> None:
+        """``traffic()``: rank 0's bytes received and sent so far (each iteration's record gets
+        what they grew by since the last)."""
         self.total, self.quiet, self.metrics, self.jobs = total, quiet, metrics, jobs
+        self.traffic = traffic
+        self.counted = (0, 0)
         self.every = max(1, total // 10)
         self.wall = 0.0
         self.seen = 0
@@ -67,6 +73,11 @@ class Progress:
         self.loss = loss if loss is not None else self.loss
         if self.metrics is not None:
             row = {"record": "iteration", **record.__dict__, "loss": loss}
+            if self.traffic is not None:
+                now = self.traffic()
+                row["master_bytes_in"], row["master_bytes_out"] = (
+                    now[0] - self.counted[0], now[1] - self.counted[1])
+                self.counted = now
             self.metrics.write(json.dumps(row) + "\n")
         done = record.iteration + 1
         if self.quiet or not (done % self.every == 0 or done == self.total):
@@ -89,7 +100,8 @@ def shown(loss: float | None) -> str:
 
 def run_record(plan: Plan, result: RunResult, n_workers: int, initial_loss: float | None,
                master_max_pending: int = 0, chunk_rows: int = 0, placed_bytes: int = 0,
-               master_result_cpu: tuple[float, int] = (0.0, 0)) -> dict[str, Any]:
+               master_result_cpu: tuple[float, int] = (0.0, 0),
+               master_bytes: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """The final metrics line: config, code, totals and the makespan."""
     records = result.records
     wall = [r.wall_s for r in records]
@@ -123,6 +135,8 @@ def run_record(plan: Plan, result: RunResult, n_workers: int, initial_loss: floa
         "master_cpu_per_result_us": (1e6 * master_result_cpu[0] / master_result_cpu[1]
                                      if master_result_cpu[1] else None),
         "master_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # rank 0's bytes over the run (the set-ups' aside: placed_bytes), in and out
+        "master_bytes_in": master_bytes[0], "master_bytes_out": master_bytes[1] - placed_bytes,
         "final_theta": [float(v) for v in result.theta] if len(result.theta) <= 1000 else None,
     }
 
@@ -144,6 +158,19 @@ def stream_summary(plan: Plan, result: RunResult) -> dict[str, Any]:
     return out
 
 
+def megabytes(n: float) -> str:
+    return f"{n / 1e6:.3g} MB" if n >= 1e5 else f"{n / 1e3:.3g} kB"
+
+
+def data_path(record: dict[str, Any]) -> str:
+    """Rank 0's bytes an iteration, in and out, and how results are added up."""
+    its = max(1, record["iterations"])
+    how = ("results summed by the workers" if record.get("config", {}).get("reduce") == "on" else
+           "every result to rank 0")
+    return (f"{megabytes(record['master_bytes_in'] / its)} in, "
+            f"{megabytes(record['master_bytes_out'] / its)} out an iteration ({how})")
+
+
 def summary_table(record: dict[str, Any]) -> str:
     rows = [
         ("iterations", f"{record['iterations']}"),
@@ -155,6 +182,8 @@ def summary_table(record: dict[str, Any]) -> str:
         ("tasks purged", f"{record['total_purged_tasks']:.0f}"),
         ("loss", f"{shown(record['initial_loss'])} -> {shown(record['final_loss'])}"),
     ]
+    if "master_bytes_in" in record:
+        rows.append(("rank 0's bytes", data_path(record)))
     if "stragglers" in record:  # with the task trace
         rows.append(("stragglers", ", ".join(f"rank {r} ({x:.2f}x the median worker's speed)"
                                              for r, x in record["stragglers"].items())

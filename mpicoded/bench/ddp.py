@@ -45,6 +45,17 @@ TIMEOUT_S = 900
 TARGET_AT = 0.9  # the target: DDP's with no straggler after this share of its steps
 
 
+PATHS = {"gather": "off", "reduce": "on"}  # a scheme's name may end in one: its --reduce
+
+
+def scheme_flags(name: str) -> list[str]:
+    """A scheme's flags; "NAME reduce" / "NAME gather": with --reduce on / off."""
+    base, _, path = name.rpartition(" ")
+    if path in PATHS and base in SCHEMES:
+        return [*SCHEMES[base], "--reduce", PATHS[path]]
+    return SCHEMES[name]
+
+
 def shares(world: int, cap: float, fraction: float, pattern: str, first: int) -> Schedule:
     """Every process ``first``.. ``first + world - 1`` at ``cap``; ``slow``: the second of them
     at ``fraction`` of that from the clock's start (the first step) on; ``stalls``: the
@@ -187,7 +198,8 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
     ranks, steps, batch = args.ranks, args.iterations, args.batch_size
     world = ranks - 1
     env, what = setup(args)
-    schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, SCHEMES, "--schemes")
+    schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, [
+        *SCHEMES, *(f"{n} {path}" for n in SCHEMES for path in PATHS)], "--schemes")
     patterns = chosen(args.patterns or DEFAULT_PATTERNS, PATTERNS, "--patterns")
     if "none" not in patterns:
         raise SystemExit("ddp: --patterns must include none (the target loss and the tax's "
@@ -200,7 +212,7 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
         for name in schemes:
             print(f"[bench] ddp, {pattern}: mpicoded {name} ...", file=sys.stderr, flush=True)
             runs[f"mpicoded {name} | {pattern}"] = run_mpicoded(
-                ranks, SCHEMES[name], steps,
+                ranks, scheme_flags(name), steps,
                 shares(world, args.cap, args.small_fraction, pattern, 1), batch)
     base = runs["DDP | none"]["curve"]
     target = base[max(0, math.ceil(TARGET_AT * len(base)) - 1)][1]

@@ -64,6 +64,11 @@ class Losses:
         elif rnd is not None and not rnd.done:
             for w in lost:
                 rnd.outstanding.pop(w, None)
+            if rnd.log is not None:  # the values they sent went with them: their pieces are
+                seen = set(rnd.decoder.seen)  # owed again, by nobody (handed over below)
+                rnd.redecode(s.decoding, s.tolerance, s.live)
+                for t in seen - rnd.decoder.seen:
+                    rnd.owner[t] = lost[0]
             if not s._decodable():
                 return out + self.recode("workers died", now)
             if s.piecework is not None:

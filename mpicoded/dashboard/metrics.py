@@ -22,6 +22,8 @@ COUNTERS = (
     ("purged_tasks", "tasks purged: still owed when their iteration decoded"),
     ("failed_workers", "workers found dead or silent past --iteration-timeout"),
     ("recodes", "times the code was re-built for the surviving workers"),
+    ("master_bytes_in", "bytes rank 0 received from the workers (the set-ups aside)"),
+    ("master_bytes_out", "bytes rank 0 sent the workers (the set-ups aside)"),
 )
 
 

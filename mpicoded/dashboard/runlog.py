@@ -32,6 +32,8 @@ class Totals:
     purged_tasks: int = 0
     failed_workers: int = 0
     recodes: int = 0
+    master_bytes_in: int = 0
+    master_bytes_out: int = 0
     iteration_seconds_sum: float = 0.0
     iteration_buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
     rank_tasks: Counter[tuple[int, str]] = field(default_factory=Counter)  # (MPI rank, outcome)
@@ -106,6 +108,8 @@ class RunLog:
             totals.results_received += int(row.get("results_received", 0))
             totals.stale_results += int(row.get("stale_results", 0))
             totals.purged_tasks += int(row.get("purged_tasks", 0))
+            totals.master_bytes_in += int(row.get("master_bytes_in", 0))
+            totals.master_bytes_out += int(row.get("master_bytes_out", 0))
             wall = float(row.get("wall_s", 0.0))
             totals.iteration_seconds_sum += wall
             for i, bound in enumerate(BUCKETS):

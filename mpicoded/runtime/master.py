@@ -15,7 +15,7 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import Tag, pack_assign, pack_control, pack_iterate, pack_reduce
+from ..core.protocol import HEADER, Tag, pack_assign, pack_control, pack_iterate, pack_reduce
 from ..core.reading import event_of, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
@@ -63,6 +63,7 @@ class Master:
         self.coded(session.work, session.pieces)
         self.outcome: ev.Outcome | None = None
         self.max_pending = self.placed_bytes = self.results_handled = 0
+        self.received_bytes = 0  # every message from the workers
         self.result_cpu_s = 0.0
         self.makespan_s = 0.0
         self.lingering: set[int] = set()  # stopped, known slow: released after the run
@@ -101,6 +102,9 @@ class Master:
             return True
         if got is None:
             return False
+        payload = got[0].payload
+        if isinstance(payload, np.ndarray):  # a worker sends doubles (a refusal aside)
+            self.received_bytes += (HEADER + payload.size) * 8
         self.message(*got)
         return True
 

@@ -55,6 +55,7 @@ class Outbox:
         self.on_withheld = on_withheld
         self.iterates: dict[int, MPI.Request] = {}  # hold_back: each dest's last ITERATE
         self.synchronous = synchronous
+        self.sent_bytes = 0  # every send posted
 
     def send(self, buf: Buffer, dest: int, tag: Tag) -> None:
         """Post a send of doubles, or of bytes (a pickled set-up and its arrays' bytes); under
@@ -104,6 +105,7 @@ class Outbox:
         self.pending.append(request)
         self.buffers.append(buf)
         self.dests.append(dest)
+        self.sent_bytes += buf.nbytes if isinstance(buf, np.ndarray | memoryview) else len(buf)
         if self.holdback is not None and tag == Tag.ITERATE:
             self.iterates[dest] = request
 

@@ -174,10 +174,17 @@ def _wait_probe(comm: MPI.Comm, source: int, tag: Tag, deadline: float = float("
 
 
 def drop_pending(comm: MPI.Comm, tag: Tag) -> bool:
-    """Read and drop one ``tag`` message from any rank, if there is one; whether there was."""
+    """Read and drop one ``tag`` message from any rank, if there is one; whether there was
+    (or a rank's death was acknowledged, after which a receive from any source works again)."""
     status = MPI.Status()
-    if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=int(tag), status=status):
-        return False
+    try:
+        if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=int(tag), status=status):
+            return False
+    except MPI.Exception as exc:
+        if not is_process_failure(exc):
+            raise
+        failed_ranks(comm)
+        return True
     buf = np.empty(status.Get_count(MPI.DOUBLE))
     comm.Recv([buf, MPI.DOUBLE], source=status.Get_source(), tag=int(tag))
     return True

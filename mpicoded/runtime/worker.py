@@ -106,10 +106,20 @@ class Worker:
 
     def poll(self) -> Message | None:
         """The next message from the master, or a PART from another worker."""
-        while (got := receive(self.comm, MPI.ANY_SOURCE, self.buffers)) is not None and \
-                got[0].tag == Tag.PING:
+        while (got := self.receive()) is not None and got[0].tag == Tag.PING:
             self.outbox.send(pack_clock(self.setup.worker, time.perf_counter()), MASTER, Tag.PING)
         return None if got is None else got[0]
+
+    def receive(self) -> tuple[Message, int] | None:
+        """A message from any rank. Another worker's death (under ULFM a receive from any
+        source fails until it is acknowledged, which naming it does) is the master's to find;
+        the master's is this worker's end."""
+        try:
+            return receive(self.comm, MPI.ANY_SOURCE, self.buffers)
+        except ProcessesFailed as exc:
+            if MASTER in exc.ranks or not exc.ranks:
+                raise
+            return None
 
     def trace_skipped(self, msg: Message, tasks: tuple[int, ...]) -> None:
         """An ITERATE dropped unstarted (superseded, purged or stopped): every task dropped."""
@@ -124,7 +134,11 @@ class Worker:
         try:
             return self.comm.Iprobe(source=MPI.ANY_SOURCE)
         except MPI.Exception as exc:
-            raise as_failure(self.comm, exc) from None
+            failure = as_failure(self.comm, exc)
+            if not isinstance(failure, ProcessesFailed) or MASTER in failure.ranks or \
+                    not failure.ranks:
+                raise failure from None
+            return True  # another worker died (acknowledged now): read again
 
     def interrupted(self) -> bool:
         """Between chunks and delay slices: must the iteration under way be dropped?"""

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import Code
+from ..codes import Code, combined
 from ..core import events as ev
 from ..core.holdback import SUPERSEDED, Held, HoldBack
 from ..core.inbox import Inbox
@@ -35,6 +35,9 @@ from ..core.protocol import (
     pack_assign,
     pack_control,
     pack_iterate,
+    pack_part,
+    pack_reduce,
+    reduce_fields,
     unpack,
 )
 from ..core.session import Session, Settings
@@ -57,6 +60,11 @@ class ModelWorker:
     msg: Message | None = None  # the iteration under way
     tasks: deque[int] = field(default_factory=deque)  # whole tasks: its list left
     values: dict[int, np.ndarray] = field(default_factory=dict)
+    # --reduce: the values it sent of its newest round (by first task id), and the sum it
+    # carries out: (its REDUCE, its own terms' total), waiting for its children's PARTs
+    kept_round: tuple[int, int, int] | None = None
+    kept: dict[int, np.ndarray] = field(default_factory=dict)
+    summing: tuple[Message, np.ndarray] | None = None
 
 
 class Model:
@@ -66,7 +74,7 @@ class Model:
                  iterations: int = 8, latency: float = 0.3, rows: int = 48, chunk: int = 3,
                  deaths: tuple[tuple[float, int], ...] = (), freezes: tuple[tuple[float, int], ...]
                  = (), timeout: float | None = None, flush: float = 0.0,
-                 hold_back: bool = False, run_rows: int = 0) -> None:
+                 hold_back: bool = False, run_rows: int = 0, reduce: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
         k = code.n_partitions
         n_rows = rows * k
@@ -76,7 +84,8 @@ class Model:
         cut = self.work.pieces(chunk) if pieces else None
         self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
                                         loss_every=0, iteration_timeout=timeout,
-                                        run_rows=run_rows, linger=timeout is None))
+                                        run_rows=run_rows, linger=timeout is None,
+                                        reduce=reduce))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
@@ -84,7 +93,7 @@ class Model:
         self.lists = {r: PieceList(r, flush) for r in self.workers}
         self.heap: list[tuple[float, int, str, Any]] = []
         self.order = itertools.count()
-        self.channel: dict[tuple[str, int], float] = {}
+        self.channel: dict[tuple[str, int, int], float] = {}
         self.now = 0.0
         self.events = 0
         self.outcome: ev.Outcome | None = None
@@ -118,15 +127,16 @@ class Model:
     def push(self, at: float, kind: str, what: Any) -> None:
         heapq.heappush(self.heap, (at, next(self.order), kind, what))
 
-    def send(self, direction: str, rank: int, what: object) -> None:
-        """After a random latency, never before the last message on its channel; a slow
-        worker reads what it is sent as slowly as it computes (a rank on a CPU quota)."""
+    def send(self, direction: str, rank: int, what: object, sender: int = 0) -> None:
+        """After a random latency, never before the last message on its channel (one a pair
+        of ranks); a slow worker reads what it is sent as slowly as it computes (a rank on a
+        CPU quota)."""
         latency = self.latency
         if direction == "to":
             latency /= self.speeds(rank, self.now)
-        at = max(self.now + self.rng.exponential(latency), self.channel.get((direction, rank),
-                                                                            0.0))
-        self.channel[direction, rank] = at
+        channel = (direction, rank, sender)
+        at = max(self.now + self.rng.exponential(latency), self.channel.get(channel, 0.0))
+        self.channel[channel] = at
         self.push(at, direction, (rank, what))
 
     # ---- the master ------------------------------------------------------------------------
@@ -205,6 +215,9 @@ class Model:
         elif isinstance(i, ev.Assign):
             self.to_worker(i.rank, unpack(Tag.ASSIGN, pack_assign(i.job, i.iteration, i.tasks,
                                                                   i.epoch)))
+        elif isinstance(i, ev.Reduce):
+            self.to_worker(i.rank, unpack(Tag.REDUCE, pack_reduce(
+                i.job, i.iteration, i.epoch, i.attempt, i.parent, i.terms, i.children)))
         elif isinstance(i, ev.Purge):
             self.to_worker(i.rank, unpack(Tag.PURGE, pack_control(i.job, i.iteration,
                                                                   epoch=i.epoch)))
@@ -232,9 +245,18 @@ class Model:
         """Idle, or a piece done: what the worker does next, as the real loop does."""
         inbox = self.inboxes[w.rank]
         while not (w.busy or w.dead or w.frozen):
+            if w.summing is not None:
+                inbox.read()
+                if not self.sum_up(w, inbox):
+                    return
+                continue
             if w.msg is None:
                 if not (inbox.pending or w.arrived):
                     return
+                inbox.read()
+                if inbox.reduce is not None:
+                    self.start_sum(w, inbox)
+                    continue
                 w.msg = inbox.next_iteration()
                 if w.msg is None:
                     if inbox.finished and not w.acked:
@@ -253,8 +275,43 @@ class Model:
             self.push(self.now + self.rng.exponential(len(run) / speed), "done", (w.rank, run))
             w.busy = True
 
+    def start_sum(self, w: ModelWorker, inbox: Inbox) -> None:
+        """A REDUCE read: its terms' total over the values kept, as the real worker's."""
+        msg = inbox.take_reduce()
+        assert (msg.job, msg.iteration, msg.epoch) == w.kept_round, \
+            f"rank {w.rank}: a REDUCE of {(msg.job, msg.iteration, msg.epoch)}, values of " \
+            f"{w.kept_round}"
+        terms, _ = reduce_fields(msg)
+        w.summing = msg, combined(dict(terms), w.kept.__getitem__)
+
+    def sum_up(self, w: ModelWorker, inbox: Inbox) -> bool:
+        """The sum under way: sent once every child's PART is in (False: it waits for them);
+        dropped if cancelled meanwhile."""
+        assert w.summing is not None
+        msg, total = w.summing
+        mine = ((msg.job, msg.iteration, msg.epoch), msg.task)
+        if inbox.summing != mine:
+            w.summing = None
+            return True
+        _, children = reduce_fields(msg)
+        parts = inbox.parts_for(mine)
+        if len(parts) < len(children):
+            return False
+        w.summing, inbox.summing = None, None
+        total = total + sum(parts)
+        if msg.worker == 0:
+            self.send("from", w.rank, ev.PartArrived(w.rank, msg.job, msg.iteration, msg.epoch,
+                                                     msg.task, total, 0.0))
+        else:
+            self.send("to", msg.worker, unpack(Tag.PART, pack_part(
+                msg.job, msg.iteration, msg.epoch, msg.task, w.rank - 1, total)), w.rank)
+        return True
+
     def begin(self, w: ModelWorker, inbox: Inbox) -> None:
         assert w.msg is not None and w.setup is not None
+        key = (w.msg.job, w.msg.iteration, w.msg.epoch)
+        if key != w.kept_round:
+            w.kept_round, w.kept = key, {}
         if w.setup[2] is not None:
             self.lists[w.rank].runs = w.setup[4]
             self.lists[w.rank].begin(inbox, w.msg, self.now)
@@ -313,7 +370,11 @@ class Model:
         if runs:
             assert w.msg is not None
             m = w.msg
-            values = np.array([w.values.pop(run[0]) for run in runs])
+            computed = np.array([w.values.pop(run[0]) for run in runs])
+            values: np.ndarray | None = computed
+            if self.session.settings.reduce:  # kept: ids alone go
+                w.kept.update((run[0], v) for run, v in zip(runs, computed, strict=True))
+                values = None
             tasks = [t for run in runs for t in run]
             lengths = tuple(map(len, runs)) if len(tasks) > len(runs) else None
             self.send("from", w.rank, ev.ResultArrived(w.rank, m.job, m.iteration, m.epoch,
@@ -345,7 +406,7 @@ class Model:
                     self.wake(w)
             elif kind == "from":
                 rank, event = what
-                if isinstance(event, ev.ResultArrived):
+                if isinstance(event, ev.ResultArrived | ev.PartArrived):
                     event.now = self.now
                 self.feed(event)
             elif kind == "done":

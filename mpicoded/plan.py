@@ -251,7 +251,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    opts = replace(opts, reduce=reduce_path(opts, job, code))
+    opts = replace(opts, reduce=reduce_path(opts, job, code), relay=relay_path(opts, job))
     if opts.eval_every is not None and not job.evaluates:
         raise UsageError(f"--eval-every: {job.name} has no evaluation on held-out data (a "
                          "GradientJob's evaluate(theta); TorchJob's eval_data=): drop it")
@@ -308,6 +308,19 @@ def reduce_path(opts: RunOptions, job: Coded, code: Code) -> str:
         return opts.reduce
     size = job.result_size * (4 if job.half else 8)
     return "on" if why is None and size >= REDUCE_BYTES else "off"
+
+
+def relay_path(opts: RunOptions, job: Coded) -> str:
+    """--relay settled, "on" or "off": auto is on where θ is ``REDUCE_BYTES`` or more; "on"
+    under --no-purge (a worker reads nothing while it computes, so relays nothing) is refused
+    with the fix."""
+    if opts.relay == "on" and opts.no_purge:
+        raise UsageError("--relay on: under --no-purge a worker reads nothing until its list is "
+                         "done, so it would forward θ late; drop --relay (or give --relay off)")
+    if opts.relay != "auto":
+        return opts.relay
+    size = job.dim * (4 if job.half_theta else 8)
+    return "on" if not opts.no_purge and size >= REDUCE_BYTES else "off"
 
 
 def settle_output(opts: RunOptions, append: bool) -> RunOptions:

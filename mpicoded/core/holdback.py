@@ -62,6 +62,8 @@ class HoldBack:
 
     def offer(self, dest: int, held: Held, on_the_wire: bool) -> Offer:
         """A send to ``dest``. ``on_the_wire``: an ITERATE to ``dest`` is not complete yet."""
+        if held.tag == Tag.ITERATE and on_the_wire and held.key == self.unpurged.get(dest):
+            return Offer(False, [])  # θ sent again (relayed late): the copy on the wire will do
         queue = self.queues.get(dest, [])
         stale: list[Held] = []
         purges_waiting = held.tag == Tag.PURGE and held.key == self.waiting.get(dest)

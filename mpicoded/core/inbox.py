@@ -14,6 +14,12 @@ resumed (``next_iteration`` returns it again) unless it was purged or something 
 ASSIGN for an ITERATE read but not started yet replaces that ITERATE's list (``take_ahead``):
 the master counts on the ASSIGNed pieces, whether or not the worker had begun.
 
+A large θ comes relayed (``on_relay`` forwards each ITERATE taken, before anything else): an
+ITERATE then comes from another worker, the master's PURGE, ASSIGN or STOP of its round may
+come first, and a re-send after a relaying rank's death may come twice. A PURGE of a round not
+read yet skips it when it comes, an ASSIGN waits for it, STOP skips whatever comes after it,
+and an ITERATE of a round read already (or older than one read) is dropped.
+
 Where the workers add up the decoded sum (REDUCE), a REDUCE drops what is left of its round as
 a PURGE does and waits to be carried out (``take_reduce``); the PARTs its children send are
 kept by (round, attempt), whichever comes first. A newer attempt, a PURGE of its round, a newer
@@ -54,8 +60,10 @@ class Inbox:
     def __init__(self, poll: Callable[[], Message | None], on_setup: Callable[[Any], None],
                  purge: bool = True, rank: int = 1,
                  on_skip: Callable[[Message, tuple[int, ...]], None] | None = None,
-                 epoch: Callable[[], int] = lambda: 0) -> None:
+                 epoch: Callable[[], int] = lambda: 0,
+                 on_relay: Callable[[Message], None] | None = None) -> None:
         self.poll, self.on_setup, self.purge, self.rank = poll, on_setup, purge, rank
+        self.on_relay = on_relay  # told of each ITERATE taken, to forward it
         self.epoch = epoch  # the epoch of the set-up in force (``on_setup`` may change it)
         self.on_skip = on_skip  # told of each ITERATE skipped, and its tasks (the trace)
         self.waiting: deque[Message] = deque()  # ITERATEs not started (with purging: at most one)
@@ -70,6 +78,10 @@ class Inbox:
         # for an ITERATE not started yet: its key, and the list to start it with
         self.recent: deque[tuple[Message, bool]] = deque(maxlen=RECENT)  # the last messages
         # read, and whether each was ignored (an ASSIGN of nothing under way): SIGUSR1's line
+        self.newest: tuple[int, int, int] | None = None  # the newest round read (its order)
+        self.purged: tuple[int, int, int] | None = None  # the newest round purged (its order)
+        self.early: tuple[tuple[int, int, int], tuple[int, ...]] | None = None  # an ASSIGN
+        # of a round whose ITERATE has not come yet (relayed): its key and list
         self.reduce: Message | None = None  # a REDUCE not carried out yet
         self.summing: tuple[tuple[int, int, int], int] | None = None  # (round, attempt) under way
         self.parts: dict[tuple[tuple[int, int, int], int], list[np.ndarray]] = {}
@@ -83,12 +95,28 @@ class Inbox:
         if msg.tag == Tag.SETUP:
             self.on_setup(msg.payload)
         elif msg.tag == Tag.ITERATE:
+            order = _order(_key(msg))
+            if self.purge and self.newest is not None and order <= self.newest:
+                if order < self.newest:  # overtaken (relayed late): never started
+                    self._skip(msg)
+                self.recent.append((msg, True))  # else the same round again: a re-send
+                return
+            self.newest = order
+            if self.purge and (self.stopped or (self.purged is not None
+                                                and order <= self.purged)):
+                self._skip(msg)  # purged, or stopped, before it came
+                self.recent.append((msg, True))
+                return
+            if self.on_relay is not None:
+                self.on_relay(msg)
             if self.purge:  # a newer iteration: whatever came before it is stale
                 self._skip_waiting()
                 self.current_dropped = self.current is not None
             self.waiting.append(msg)
             self.assigned = None  # pieces of an older iteration
-            self._cancel_sums(before=_order(_key(msg)))
+            if self.early is not None and self.early[0] == _key(msg):
+                self.ahead, self.early = self.early, None
+            self._cancel_sums(before=order)
         elif msg.tag == Tag.REDUCE:
             if self._read_newer(_key(msg)):  # its round was summed without this worker
                 self.recent.append((msg, True))
@@ -107,12 +135,16 @@ class Inbox:
                 self.assigned = assign_fields(msg)
             elif self.waiting and _key(self.waiting[-1]) == _key(msg):
                 self.ahead = _key(msg), assign_fields(msg)
+            elif self.newest is None or _order(_key(msg)) > self.newest:
+                self.early = _key(msg), assign_fields(msg)  # its ITERATE is relayed: later
             else:
                 self.recent.append((msg, True))
                 return
         elif msg.tag == Tag.PURGE:
             if self.purge:
                 self._drop(_key(msg))
+                order = _order(_key(msg))
+                self.purged = order if self.purged is None else max(self.purged, order)
             # else the purge is for an iteration already left behind: nothing to drop
             self._cancel_sums(key=_key(msg))
         elif msg.tag == Tag.STOP:
@@ -215,10 +247,11 @@ class Inbox:
 
     def next_iteration(self) -> Message | None:
         """The ITERATE to start now (the previous one is over), or None when there is none yet;
-        ``finished`` tells whether there will never be one. An ITERATE of another epoch than
+        ``finished`` tells whether there will never be one. An ITERATE of an older epoch than
         the set-up's (queued before a re-code's SETUP, which replaced the tasks it names) is
-        skipped: its results would be stale anyway. The epoch is asked after reading: a SETUP
-        read now, and the ITERATE behind it, are of the new one."""
+        skipped: its results would be stale anyway; one of a newer epoch (relayed by another
+        worker, ahead of the master's SETUP) waits for it. The epoch is asked after reading:
+        a SETUP read now, and the ITERATE behind it, are of the new one."""
         self.read()
         epoch = self.epoch()
         self.close_current()
@@ -229,6 +262,8 @@ class Inbox:
                 return self.current
             self.assigned = None  # unless a re-code's SETUP replaced the pieces they name
         while self.waiting:
+            if self.waiting[0].epoch > epoch:  # relayed ahead of its re-code's SETUP
+                break
             msg = self.waiting.popleft()
             if msg.epoch == epoch:
                 self.current = msg

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..codes import Code, rebuild, rescaled_tolerance
+from . import relay
 from .events import Abort, Forget, Instruction, Log, Purge, Record, Tick, WakeAt, WorkerLost
 from .piecelist import run_rows
 from .round import Round
@@ -62,6 +63,8 @@ class Losses:
                 s.ranks.rank(w) for w in lost} & set(rnd.reducing.plan):
             out += s.reduction.lost(rnd, now)  # their values went with them
         elif rnd is not None and not rnd.done:
+            if rnd.relay:  # those it relayed θ to may not have it
+                out += relay.resend(s, rnd, rnd.relayed_below({s.ranks.rank(w) for w in lost}))
             for w in lost:
                 rnd.outstanding.pop(w, None)
             if rnd.log is not None:  # the values they sent went with them: their pieces are
@@ -106,11 +109,13 @@ class Losses:
 
     def wake(self, rnd: Round, at: float) -> WakeAt:
         """The Tick to ask for: at ``at``, or before if a worker the open round waits on will
-        have been silent past --iteration-timeout by then."""
+        have been silent past --iteration-timeout by then, or the ranks a relayed θ has not
+        reached are due to be sent it directly."""
         timeout = self.session.settings.iteration_timeout
+        due = [] if rnd.relay_due is None else [rnd.relay_due]
         if timeout is None:
-            return WakeAt(at)
-        return WakeAt(min([at, *(rnd.deadline(w, timeout) for w in self.owing(rnd))]))
+            return WakeAt(min([at, *due]))
+        return WakeAt(min([at, *due, *(rnd.deadline(w, timeout) for w in self.owing(rnd))]))
 
     def owing(self, rnd: Round) -> set[int]:
         """The living workers the open round waits on: those that owe tasks, or under partial

@@ -55,6 +55,7 @@ class Size(Enum):
     TASK = "task"
     ENTRIES = f"task × {len(TRACE_FIELDS)}"  # ``task`` trace entries
     ONE = "1"
+    LAST = "the offsets' last"  # where the last of the offsets before it says the lists end
     REST = "rest"  # what the other sections leave
 
 
@@ -102,7 +103,10 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         "the last padded: a job whose θ travels so)",
         payload=(Section("θ", Size.COUNT),
                  Section("offsets: where each comm rank's list starts", Size.TASK),
-                 Section("task lists, back to back", Size.REST))),
+                 Section("task lists, back to back", Size.LAST),
+                 Section("the relay: the ranks that forward θ to each other, in order (rank 0 "
+                         "sends it to the first two, the rank at place p to those at 2p + 2 and "
+                         "2p + 3); none: rank 0 sends it to each", Size.REST))),
     Tag.RESULT: Layout(
         _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
         "the worker's last message", key=True, worker=_SENDER, task="trace entries",
@@ -176,6 +180,7 @@ class Message:
     worker: int
     count: int
     payload: np.ndarray  # a SETUP message carries its pickled object here instead
+    raw: np.ndarray | None = None  # the whole buffer it was read from (header and payload)
 
 
 def pack(job: int, iteration: int, epoch: int, task: int, worker: int,
@@ -200,7 +205,7 @@ def unpack(tag: int, buf: np.ndarray) -> Message:
     except KeyError:
         raise ValueError(f"message with tag {tag}, which no message kind has") from None
     job, iteration, epoch, task, worker, count = buf[:HEADER].astype(np.int64).tolist()
-    return Message(kind, job, iteration, epoch, task, worker, count, buf[HEADER:])
+    return Message(kind, job, iteration, epoch, task, worker, count, buf[HEADER:], buf)
 
 
 def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
@@ -211,15 +216,17 @@ def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
 
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
                  tasks: Mapping[int, Sequence[int]], epoch: int = 0, half: bool = False,
-                 out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
+                 out: Callable[[int], np.ndarray] = np.empty,
+                 relay: Sequence[int] = ()) -> np.ndarray:
     """ITERATE (laid out as ``LAYOUTS`` says), one buffer for every worker of the iteration;
     ``tasks`` maps comm rank to its task ids. ``half``: θ as float32, two values a slot (a job
-    whose θ is a float32 model's parameters loses nothing); ``out(slots)``: the buffer."""
+    whose θ is a float32 model's parameters loses nothing); ``out(slots)``: the buffer;
+    ``relay``: the ranks that forward it, in order."""
     offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
     n = theta.size
     half = half and n > 1  # one value in one slot either way: float64 says it
     slots = (n + 1) // 2 if half else n
-    buf = out(HEADER + slots + lists.size)
+    buf = out(HEADER + slots + lists.size + len(relay))
     buf[:HEADER] = (job, iteration, epoch, offsets, n, slots)
     if half:
         region = buf[HEADER : HEADER + slots].view(np.float32)
@@ -227,7 +234,8 @@ def pack_iterate(job: int, iteration: int, theta: np.ndarray,
         region[n:] = 0.0
     else:
         buf[HEADER : HEADER + n] = np.ravel(theta)  # a step may return theta as a column
-    buf[HEADER + slots :] = lists
+    buf[HEADER + slots : HEADER + slots + lists.size] = lists
+    buf[HEADER + slots + lists.size :] = relay
     return buf
 
 
@@ -258,6 +266,26 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
         return (), theta
     start, stop = int(offsets[rank]), int(offsets[rank + 1])
     return tuple(flat[start:stop].astype(np.int64).tolist()), theta
+
+
+RELAY_FAN_OUT = 2  # the ranks each forwards an ITERATE to (rank 0 too)
+
+
+def relay_of(msg: Message) -> tuple[int, ...]:
+    """The relay order of an ITERATE (none: rank 0 sent it to each rank)."""
+    offsets = msg.payload[msg.count : msg.count + msg.task]
+    start = msg.count + msg.task + (int(offsets[-1]) if len(offsets) else 0)
+    return tuple(msg.payload[start:].astype(np.int64).tolist())
+
+
+def relay_children(order: Sequence[int], rank: int) -> tuple[int, ...]:
+    """The ranks ``rank`` forwards to in relay ``order`` (-1 or 0 for rank 0: the first)."""
+    if rank <= 0:
+        return tuple(order[:RELAY_FAN_OUT])
+    if rank not in order:
+        return ()
+    p = list(order).index(rank)
+    return tuple(order[RELAY_FAN_OUT * (p + 1) : RELAY_FAN_OUT * (p + 2)])
 
 
 NO_TRACE: tuple[TraceEntry, ...] = ()

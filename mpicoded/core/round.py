@@ -59,6 +59,11 @@ class Round:
     log: list[tuple[int, list[int], tuple[int, ...] | None]] | None = None
     holders: dict[int, tuple[int, int]] = field(default_factory=dict)
     reducing: Reducing | None = None
+    # θ relayed (``Iterate.relay``): the order, each rank's list as sent, and when the ranks
+    # still silent are sent θ directly (a relaying rank frozen or slow); None: done
+    relay: tuple[int, ...] = ()
+    relay_lists: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    relay_due: float | None = None
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -109,6 +114,29 @@ class Round:
             if worker in live and self._add(self.decoder, worker, tasks, None, runs):
                 return True
         return self.decoder.ready
+
+    @property
+    def alarm(self) -> float | None:
+        """When the round must be looked at again: idle workers wait on a holder overdue then
+        (``wake``), or the ranks a relayed θ has not reached are sent it (``relay_due``)."""
+        due = [t for t in (self.wake, self.relay_due) if t is not None]
+        return min(due) if due else None
+
+    def behind(self) -> set[int]:
+        """The workers that still owed tasks when the round decoded (purged, or robbed)."""
+        return {w for w, tasks in self.outstanding.items() if tasks}
+
+    def relayed_below(self, ranks: set[int]) -> list[int]:
+        """The ranks that get θ through ``ranks`` in the relay (their descendants)."""
+        from .protocol import relay_children
+
+        below: list[int] = []
+        todo = [c for r in sorted(ranks) for c in relay_children(self.relay, r)]
+        while todo:
+            r = todo.pop(0)
+            below.append(r)
+            todo += relay_children(self.relay, r)
+        return below
 
     def handed(self) -> dict[int, int]:
         """Partial work: each worker's pieces of its own share that another owns now (taken

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..balance.splitter import Splitter
 from ..codes import Code
+from . import relay
 from .ending import Ending
 from .events import (
     Assign,
@@ -107,6 +108,8 @@ class Settings:
     # the workers keep their results' values and add up the decoded sum among themselves
     # (``reduction.py``): large results, a sum target
     reduce: bool = False
+    # θ relayed by the workers (``relay.py``): a large θ
+    relay: bool = False
 
 
 class Session:
@@ -148,23 +151,25 @@ class Session:
         except KeyError:
             raise TypeError(f"{event!r} is not an event of a Session") from None
         rnd = self.round
-        wake = None if rnd is None else rnd.wake
+        wake = None if rnd is None else rnd.alarm
         return self._watch(handler(event), rnd, wake, isinstance(event, Tick))
 
     def _watch(self, out: list[Instruction], before: Round | None, wake: float | None,
                ticked: bool) -> list[Instruction]:
-        """``out``, and a WakeAt if idle workers of the open round wait on a holder
-        (``rnd.wake``, ``PieceWork.hand_over``) and no Tick asked for will come by then: the
-        wake is new, the Tick asked for came, or a later WakeAt replaces it (the latest
-        replaces the others, so it asks for the earliest of all, timeouts included)."""
+        """``out``, and a WakeAt if the open round has an alarm (``Round.alarm``: idle
+        workers wait on a holder, ``PieceWork.hand_over``; or a relayed θ may not have
+        reached everyone) and no Tick asked for will come by then: the alarm is new, the Tick
+        asked for came, or a later WakeAt replaces it (the latest replaces the others, so it
+        asks for the earliest of all, timeouts included)."""
         rnd = self.round
-        if rnd is None or rnd.done or rnd.wake is None:
+        alarm = None if rnd is None or rnd.done else rnd.alarm
+        if rnd is None or alarm is None:
             return out
         wakes = [i.at for i in out if isinstance(i, WakeAt)]
-        if (wakes and wakes[-1] <= rnd.wake) or not (
-                wakes or ticked or rnd is not before or rnd.wake != wake):
+        if (wakes and wakes[-1] <= alarm) or not (
+                wakes or ticked or rnd is not before or alarm != wake):
             return out
-        return [*out, self.losses.wake(rnd, rnd.wake)]
+        return [*out, self.losses.wake(rnd, alarm)]
 
     # ---- the code and its placement ----------------------------------------------------------
 
@@ -230,6 +235,7 @@ class Session:
         the living cannot decode it. The last decode's purges go first, to the workers that get
         no ITERATE now: for the others the ITERATE supersedes them."""
         held = self.release_purges()
+        previous = self.round
         code = self.decoding
         schedule = self.splitter.schedule() if self.splitter is not None else code.schedule
         piecework = self.piecework
@@ -248,10 +254,17 @@ class Session:
             return [*held, *self.losses.recode("workers died", now, (job, iteration, theta))]
         rank = self.ranks.rank
         out: list[Instruction] = [p for p in held if self.ranks.index(p.rank) not in outstanding]
+        if self.settings.relay and len(outstanding) >= 3:
+            rnd.relay = tuple(rank(w) for w in relay.order(sorted(outstanding), previous))
+            rnd.relay_lists = {rank(w): lists[w] for w in outstanding}
+            rnd.relay_due = relay.due(now, previous)
         out.append(Iterate(job, iteration, self.epoch,
-                           tuple((rank(w), lists[w]) for w in sorted(outstanding)), theta))
-        if self.settings.iteration_timeout is not None:
-            out.append(WakeAt(now + self.settings.iteration_timeout))
+                           tuple((rank(w), lists[w]) for w in sorted(outstanding)), theta,
+                           rnd.relay))
+        timeout = self.settings.iteration_timeout
+        if timeout is not None or rnd.relay_due is not None:
+            out.append(self.losses.wake(rnd, now + timeout if timeout is not None
+                                        else float("inf")))
         return out
 
     def _decodable(self) -> bool:
@@ -353,6 +366,10 @@ class Session:
             return self.reduction.tick(rnd, event.now)
         out = self.losses.tick(event)
         rnd = self.round
+        if (rnd is not None and not rnd.done and rnd.relay_due is not None
+                and event.now >= rnd.relay_due):  # the ranks still silent: θ directly
+            rnd.relay_due = None
+            out += relay.resend(self, rnd, list(rnd.relay))
         if (rnd is not None and not rnd.done and work is not None and rnd.wake is not None
                 and event.now >= rnd.wake):
             out += self._gives(work.hand_over(rnd, self.live, event.now))

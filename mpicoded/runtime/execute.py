@@ -100,6 +100,7 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
         trace=bool(opts.trace), adopt=adopt,
         run_rows=run_rows(chunk_rows, plan.delay.sleeps) if opts.partial == "on" else 0,
         linger=not ft_enabled() and opts.iteration_timeout is None, reduce=opts.reduce == "on",
+        relay=opts.relay == "on",
         eval_every=opts.eval_every if opts.eval_every is not None else
         0 if job.evaluates else None)
 

@@ -15,7 +15,15 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import HEADER, Tag, pack_assign, pack_control, pack_iterate, pack_reduce
+from ..core.protocol import (
+    HEADER,
+    Tag,
+    pack_assign,
+    pack_control,
+    pack_iterate,
+    pack_reduce,
+    relay_children,
+)
 from ..core.reading import event_of, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
@@ -180,8 +188,9 @@ class Master:
         send = self.outbox.send
         if isinstance(i, ev.Iterate):
             buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
-                               self.work.half_theta, self.buffers.take)
-            each(lambda r: send(buf, r, Tag.ITERATE), (r for r, _ in i.lists))  # theta once
+                               self.work.half_theta, self.buffers.take, i.relay)
+            first = relay_children(i.relay, 0) if i.relay else [r for r, _ in i.lists]
+            each(lambda r: send(buf, r, Tag.ITERATE), first)  # theta packed once
         elif isinstance(i, ev.Assign):
             send(pack_assign(i.job, i.iteration, i.tasks, i.epoch), i.rank, Tag.ASSIGN)
         elif isinstance(i, ev.Reduce):

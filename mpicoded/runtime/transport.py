@@ -141,14 +141,14 @@ def wait_object(comm: MPI.Comm, source: int, tag: Tag) -> object:
 
 
 def wait_buffer(comm: MPI.Comm, source: int, tag: Tag, timeout: float,
-                drop: Tag | None = None) -> np.ndarray | None:
+                drop: tuple[Tag, ...] = ()) -> np.ndarray | None:
     """The payload of the next ``tag`` message from ``source`` (set-up only: a clock's ping;
     a worker's RELEASE), waited for as ``wait_object`` does, or None after ``timeout``
-    seconds; ProcessesFailed if ``source`` is dead. ``drop``: messages of that tag from any
-    rank are read and dropped meanwhile (another worker's, which must not wait on this one)."""
+    seconds; ProcessesFailed if ``source`` is dead. ``drop``: messages of these tags from any
+    rank are read and dropped meanwhile (other workers', which must not wait on this one)."""
     with failures_raised(comm):
         status = _wait_probe(comm, source, tag, time.monotonic() + timeout,
-                             lambda: drop_pending(comm, drop) if drop is not None else False)
+                             lambda: any([drop_pending(comm, t) for t in drop]))
         if status is None:
             return None
         buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)

@@ -26,6 +26,8 @@ from ..core.protocol import (
     pack_result,
     pack_trace,
     reduce_fields,
+    relay_children,
+    relay_of,
 )
 from ..core.setup import PIECE_FLUSH_S, WorkerSetup
 from ..core.trace import DROPPED, PURGED, TraceEntry
@@ -63,6 +65,8 @@ class Worker:
         self.kernel = kernel_for(job, setup.data_coded)
         self.outbox = Outbox(comm)
         self.peers = Outbox(comm)  # to other workers: PARTs (a dead one is the master's to find)
+        # ITERATEs forwarded (θ relayed), at most one on the wire to each, as the master's
+        self.relays = Outbox(comm, hold_back=True)
         self.buffers = Buffers()  # ITERATEs received, RESULTs sent
         self.inbox = self.new_inbox()
         self.computed = self.sent = self.dropped = 0
@@ -83,14 +87,25 @@ class Worker:
         """Serve a new master on ``comm`` (after a failover): what was queued for the old one,
         and what it had sent, is gone with it; the data, the set-up and the counters stay."""
         self.comm = comm
-        self.outbox, self.peers = Outbox(comm), Outbox(comm)
+        self.outbox, self.peers, self.relays = Outbox(comm), Outbox(comm), Outbox(comm, True)
         self.inbox = self.new_inbox()
         self.pieces.rank = comm.Get_rank()
 
     def new_inbox(self) -> Inbox:
         skipped = self.trace_skipped if self.setup.trace else None
         return Inbox(self.poll, self.apply, purge=self.setup.purge, rank=self.comm.Get_rank(),
-                     on_skip=skipped, epoch=lambda: self.setup.epoch)
+                     on_skip=skipped, epoch=lambda: self.setup.epoch, on_relay=self.forward)
+
+    def forward(self, msg: Message) -> None:
+        """An ITERATE relayed: on to the ranks after this one, before anything else (a dead
+        one is the master's to find, and it sends θ to those below it)."""
+        order = relay_of(msg)
+        if not order:
+            return
+        assert msg.raw is not None
+        for child in relay_children(order, self.comm.Get_rank()):
+            with contextlib.suppress(ProcessesFailed):
+                self.relays.send(msg.raw, child, Tag.ITERATE)
 
     def describe(self) -> str:
         """Where this worker is, in one line (SIGUSR1): its newest ITERATE, what it holds."""
@@ -302,16 +317,18 @@ class Worker:
     def prune_peers(self) -> None:
         """Forget completed sends to other workers; a dead one's are dropped (the master
         finds the death and re-plans)."""
-        with contextlib.suppress(ProcessesFailed):
-            self.peers.prune()
+        for box in (self.peers, self.relays):
+            with contextlib.suppress(ProcessesFailed):
+                box.prune()
 
     def settle_peers(self) -> None:
         """Every send to another worker taken in, reading (and dropping) what they send
         meanwhile: no two workers wait on each other, and none exits with a send pending."""
         backoff = Backoff()
-        while self.peers.pending:
+        while self.peers.pending or self.relays.pending or (
+                self.relays.holdback is not None and self.relays.holdback.queues):
             self.prune_peers()
-            if not drop_pending(self.comm, Tag.PART):
+            if not (drop_pending(self.comm, Tag.PART) or drop_pending(self.comm, Tag.ITERATE)):
                 backoff.wait()
 
     def run(self) -> None:
@@ -333,6 +350,7 @@ class Worker:
                 if inbox.finished:
                     break
                 self.outbox.prune()
+                self.prune_peers()
                 backoff.wait()
                 continue
             backoff.reset()
@@ -357,7 +375,8 @@ class Worker:
         # (a lingering one), and nothing else can end the wait
         try:
             wait_buffer(self.comm, MASTER, Tag.RELEASE,
-                        RELEASE_WAIT_S if ft_enabled() else float("inf"), drop=Tag.PART)
+                        RELEASE_WAIT_S if ft_enabled() else float("inf"),
+                        drop=(Tag.PART, Tag.ITERATE))
         except ProcessesFailed:
             pass
 

@@ -5,7 +5,8 @@ A seed picks 8, 12 or 21 workers, a code (gfrc, frc, spread with partial work, o
 cyclic whole tasks), stragglers (none, one or two fixed, a moving one, 20 or 200 times slow, or
 short random stalls), the latency, a 30- or 8-iteration run, the master's hold-back of a large
 theta, up to two deaths or a frozen worker at random moments (timed out, or frozen to the end),
-and whether the workers add up the decoded sum (``--reduce``) or send every value to rank 0.
+whether the workers add up the decoded sum (``--reduce``) or send every value to rank 0, and
+whether they relay θ to each other (``--relay``).
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def scenario(seed: int) -> Model:
     # a frozen rank is timed out, or (no timeout, as the linger tests run) frozen to the end
     timeout = 5000.0 if freezes and rng.random() < 0.5 else None
     reduce = bool(rng.random() < 0.5)  # the workers add up the sum
+    relay = bool(rng.random() < 0.5)  # and forward θ to each other
     return Model(code, seed, speeds, pieces=pieces, iterations=iterations, latency=latency,
                  deaths=deaths, freezes=freezes, timeout=timeout, flush=flush,
-                 hold_back=hold_back, run_rows=run_rows, reduce=reduce)
+                 hold_back=hold_back, run_rows=run_rows, reduce=reduce, relay=relay)
 
 
 def check(seed: int) -> Model:

@@ -38,6 +38,8 @@ from ..core.protocol import (
     pack_part,
     pack_reduce,
     reduce_fields,
+    relay_children,
+    relay_of,
     unpack,
 )
 from ..core.session import Session, Settings
@@ -74,7 +76,8 @@ class Model:
                  iterations: int = 8, latency: float = 0.3, rows: int = 48, chunk: int = 3,
                  deaths: tuple[tuple[float, int], ...] = (), freezes: tuple[tuple[float, int], ...]
                  = (), timeout: float | None = None, flush: float = 0.0,
-                 hold_back: bool = False, run_rows: int = 0, reduce: bool = False) -> None:
+                 hold_back: bool = False, run_rows: int = 0, reduce: bool = False,
+                 relay: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
         k = code.n_partitions
         n_rows = rows * k
@@ -85,7 +88,7 @@ class Model:
         self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
                                         loss_every=0, iteration_timeout=timeout,
                                         run_rows=run_rows, linger=timeout is None,
-                                        reduce=reduce))
+                                        reduce=reduce, relay=relay))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}
@@ -121,8 +124,13 @@ class Model:
                 self.taken_in(worker.rank)
             return msg
 
+        def forward(msg: Message) -> None:  # θ relayed: on to the ranks after this one
+            for child in relay_children(relay_of(msg), worker.rank):
+                self.send("to", child, msg, worker.rank)
+
         return Inbox(poll, setup, rank=worker.rank,
-                     epoch=lambda: -1 if worker.setup is None else worker.setup[0])
+                     epoch=lambda: -1 if worker.setup is None else worker.setup[0],
+                     on_relay=forward)
 
     def push(self, at: float, kind: str, what: Any) -> None:
         heapq.heappush(self.heap, (at, next(self.order), kind, what))
@@ -209,8 +217,9 @@ class Model:
                               self.runs(i, t.worker))
                 self.to_worker(t.rank, Message(Tag.SETUP, -1, -1, -1, -1, -1, 0, setup))
         elif isinstance(i, ev.Iterate):
-            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch)
-            for rank, _ in i.lists:
+            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
+                               relay=i.relay)
+            for rank in relay_children(i.relay, 0) if i.relay else [r for r, _ in i.lists]:
                 self.to_worker(rank, unpack(Tag.ITERATE, buf))
         elif isinstance(i, ev.Assign):
             self.to_worker(i.rank, unpack(Tag.ASSIGN, pack_assign(i.job, i.iteration, i.tasks,

@@ -120,3 +120,14 @@ def test_an_assign_never_overtakes_one_of_its_iteration_still_waiting():
     assert names(box.release(1)) == ["ITERATE 1"]
     assert box.offer(1, Held(Tag.ASSIGN, (0, 1, 0), "B"), on_the_wire=True) == Offer(False, [])
     assert names(box.release(1)) == ["SETUP None", "A", "B"] and not box.queues
+
+
+def test_an_iterate_sent_again_while_its_copy_is_on_the_wire_is_dropped():
+    """θ re-sent directly (a relay overdue) to a rank whose copy of that round is still on the
+    wire: dropped, not a purge of the copy it will read."""
+    box = HoldBack()
+    first = Held(Tag.ITERATE, (0, 2, 0), "it2")
+    assert box.offer(3, first, on_the_wire=False).now
+    box.posted(3, first)
+    again = box.offer(3, Held(Tag.ITERATE, (0, 2, 0), "it2 again"), on_the_wire=True)
+    assert again == (False, [], None) and not box.queues

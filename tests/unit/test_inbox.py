@@ -278,15 +278,39 @@ def test_an_assign_for_a_waiting_iterate_goes_with_it_when_skipped():
 
 def test_the_last_messages_read_are_kept_and_an_ignored_assign_says_so():
     """For a worker's SIGUSR1 line: the newest eight messages read, an ASSIGN of an iteration
-    it is not running (nor waiting for) marked ignored; the first ITERATE has fallen off."""
+    it has left behind marked ignored; the first ITERATE has fallen off."""
     master = FakeMaster()
     inbox = master.inbox()
-    master.iterate(0)
-    master.assign(5, (3,))
-    assert inbox.next_iteration().iteration == 0
-    master.assign(0, (1,))
-    for it in range(1, 7):
+    master.iterate(1)
+    master.assign(0, (3,))
+    assert inbox.next_iteration().iteration == 1
+    master.assign(1, (1,))
+    for it in range(2, 8):
         master.purge(it)
     inbox.read()
-    assert inbox.said().split("; ") == ["ASSIGN (0, 5, 0) (3,) ignored", "ASSIGN (0, 0, 0) (1,)",
-                                        *(f"PURGE (0, {it}, 0)" for it in range(1, 7))]
+    assert inbox.said().split("; ") == ["ASSIGN (0, 0, 0) (3,) ignored", "ASSIGN (0, 1, 0) (1,)",
+                                        *(f"PURGE (0, {it}, 0)" for it in range(2, 8))]
+
+
+def test_a_relayed_iterate_is_forwarded_once_and_what_came_before_it_is_kept():
+    """θ relayed: the master's ASSIGN and PURGE of a round may come before its ITERATE, and a
+    re-send may bring it twice. The ITERATE is forwarded once, as it is taken; an ASSIGN
+    that came first is its list; a PURGE that came first skips it; one overtaken by a newer
+    round is skipped, unforwarded; after STOP nothing starts."""
+    master, forwarded = FakeMaster(), []
+    inbox = Inbox(master.poll, master.setups.append, on_relay=lambda m: forwarded.append(
+        m.iteration))
+    master.assign(0, (5, 6))  # a hand-over read before the round's ITERATE came
+    master.iterate(0)
+    master.iterate(0)  # re-sent directly: its relay died, say
+    msg = inbox.next_iteration()
+    assert msg.iteration == 0 and inbox.take_ahead(msg) == (5, 6) and forwarded == [0]
+    master.purge(1)  # the round after was decoded before its ITERATE reached this worker
+    master.iterate(1)
+    master.iterate(3)
+    master.iterate(2)  # overtaken by round 3
+    assert inbox.next_iteration().iteration == 3 and forwarded == [0, 3]
+    assert inbox.skipped == 2 + 2  # rounds 1 and 2, two tasks each
+    master.stop()
+    master.iterate(4)
+    assert inbox.next_iteration() is None and inbox.finished and forwarded == [0, 3]

@@ -27,6 +27,8 @@ from mpicoded.core.protocol import (
     part_value,
     progress_fields,
     reduce_fields,
+    relay_children,
+    relay_of,
     result_fields,
     result_trace,
     run_ids,
@@ -131,6 +133,19 @@ def test_a_float32_theta_takes_half_the_slots_and_comes_back_exact(n):
     assert np.shares_memory(got, half)
 
 
+def test_the_relay_order_gives_each_rank_the_ranks_it_forwards_to():
+    """Rank 0 sends to the first two of the order; the rank at place p forwards to those at
+    2p + 2 and 2p + 3; a rank outside the order, and an ITERATE without one, forward to none."""
+    msg = unpack(Tag.ITERATE, pack_iterate(0, 1, THETA, {r: (r,) for r in range(1, 7)},
+                                           relay=(4, 2, 6, 1, 5, 3)))
+    order = relay_of(msg)
+    assert order == (4, 2, 6, 1, 5, 3) and iterate_fields(msg, 5)[0] == (5,)
+    assert [relay_children(order, r) for r in (0, 4, 2, 6, 1, 5, 3)] == [
+        (4, 2), (6, 1), (5, 3), (), (), (), ()]
+    assert relay_children(order, 7) == ()
+    assert relay_of(unpack(Tag.ITERATE, pack_iterate(0, 1, THETA, {1: (0,)}))) == ()
+
+
 def test_a_reduce_and_a_part_come_back_from_their_fields():
     """A REDUCE's terms and children; a PART's sum, float32 two a slot where it travels so."""
     msg = unpack(Tag.REDUCE, pack_reduce(4, 17, 1, 2, 0, [(5, 1.0), (9, -0.5)], ()))
@@ -168,7 +183,12 @@ def sections(msg: Message) -> list[np.ndarray]:
     """``msg``'s payload cut into the sections its tag's layout names, sized by its header."""
     width = len(TRACE_FIELDS)
     sizes = {Size.COUNT: msg.count, Size.TASK: msg.task, Size.ENTRIES: msg.task * width, Size.ONE: 1}
-    known = [sizes.get(section.size) for section in LAYOUTS[msg.tag].payload]
+    layout = [section.size for section in LAYOUTS[msg.tag].payload]
+    known, at = [], 0
+    for size in layout:  # the offsets' last says where the lists end: read as it comes
+        n = int(msg.payload[at - 1]) if size == Size.LAST else sizes.get(size)
+        known.append(n)
+        at += n or 0
     rest = len(msg.payload) - sum(n for n in known if n is not None)
     assert rest >= 0 and (rest == 0 or None in known), f"{msg.tag.name}: {rest} values left"
     out, at = [], 0
@@ -182,9 +202,9 @@ THETA = np.linspace(-1, 1, 9)
 VALUES = [np.arange(5.0), np.arange(5.0) * 2]
 # A message of every float64 kind, what its used header slots hold and its sections in order.
 WIRE = [
-    (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2),
+    (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2, relay=(3, 1)),
      {"job": 3, "iteration": 41, "epoch": 2, "worker": 9, "task": 5, "count": 9},
-     [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2]]),
+     [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2], [3, 1]]),
     (Tag.RESULT, pack_result(3, 41, 6, [8, 9], VALUES, epoch=2, trace=ENTRIES),
      {"job": 3, "iteration": 41, "epoch": 2, "worker": 6, "task": 2, "count": 2},
      [[8, 9], np.concatenate(VALUES), np.ravel(ENTRIES)]),

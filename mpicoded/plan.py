@@ -179,10 +179,11 @@ def tolerance_partitions(fraction: float, code: Code) -> int:
 
 
 def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool = False,
-             callbacks: Sequence[Callable[..., Any]] = ()) -> Plan:
+             callbacks: Sequence[Callable[..., Any]] = (), apart: bool = False) -> Plan:
     """Check the options for ``n_workers`` workers, build the code and code ``user_job`` (its
     data is read here); UsageError on user errors. ``append``: a new master after a failover
-    goes on writing the metrics file. ``callbacks`` ride along in the plan."""
+    goes on writing the metrics file. ``callbacks`` ride along in the plan. ``apart``: some
+    worker is on another node than rank 0 (``--relay``, ``--reduce`` auto)."""
     if n_workers < 1:
         raise UsageError("mpicoded needs at least 2 MPI ranks (a master and a worker): "
                          f"{launch_hint()}")
@@ -251,7 +252,8 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         opts = replace(opts, partial=partial_work(opts, job, code, tolerance, splitter))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    opts = replace(opts, reduce=reduce_path(opts, job, code), relay=relay_path(opts, job))
+    opts = replace(opts, reduce=reduce_path(opts, job, code, apart),
+                   relay=relay_path(opts, job, apart))
     if opts.eval_every is not None and not job.evaluates:
         raise UsageError(f"--eval-every: {job.name} has no evaluation on held-out data (a "
                          "GradientJob's evaluate(theta); TorchJob's eval_data=): drop it")
@@ -290,12 +292,17 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
     return opts.partial
 
 
-REDUCE_BYTES = 1 << 20  # --reduce auto: results this large are added up by the workers
+# --reduce / --relay auto: where a result, or θ, is this large the workers carry the bytes;
+# on one node (rank 0's "link" is memory, copied by the receivers in parallel) a result must
+# be larger still, and θ is never relayed (measured on 7 ranks: docs/benchmarks.md)
+NETWORK_BYTES = 1 << 20
+ONE_NODE_BYTES = 4 << 20
 
 
-def reduce_path(opts: RunOptions, job: Coded, code: Code) -> str:
-    """--reduce settled, "on" or "off": auto is on where a result is ``REDUCE_BYTES`` or more
-    and the run allows it; "on" where it cannot work is refused with the fix."""
+def reduce_path(opts: RunOptions, job: Coded, code: Code, apart: bool = False) -> str:
+    """--reduce settled, "on" or "off": auto is on where a result is ``NETWORK_BYTES`` or more
+    with a worker on another node, ``ONE_NODE_BYTES`` on one, and the run allows it; "on"
+    where it cannot work is refused with the fix."""
     why = ("the job is coded on its data (its results are blocks of the target, not "
            "terms of a sum)" if job.data_coded else
            f"--code {code.name} decodes each partition (--target each), not a sum"
@@ -307,20 +314,21 @@ def reduce_path(opts: RunOptions, job: Coded, code: Code) -> str:
     if opts.reduce != "auto":
         return opts.reduce
     size = job.result_size * (4 if job.half else 8)
-    return "on" if why is None and size >= REDUCE_BYTES else "off"
+    least = NETWORK_BYTES if apart else ONE_NODE_BYTES
+    return "on" if why is None and size >= least else "off"
 
 
-def relay_path(opts: RunOptions, job: Coded) -> str:
-    """--relay settled, "on" or "off": auto is on where θ is ``REDUCE_BYTES`` or more; "on"
-    under --no-purge (a worker reads nothing while it computes, so relays nothing) is refused
-    with the fix."""
+def relay_path(opts: RunOptions, job: Coded, apart: bool = False) -> str:
+    """--relay settled, "on" or "off": auto is on where θ is ``NETWORK_BYTES`` or more and a
+    worker is on another node; "on" under --no-purge (a worker reads nothing while it
+    computes, so relays nothing) is refused with the fix."""
     if opts.relay == "on" and opts.no_purge:
         raise UsageError("--relay on: under --no-purge a worker reads nothing until its list is "
                          "done, so it would forward θ late; drop --relay (or give --relay off)")
     if opts.relay != "auto":
         return opts.relay
     size = job.dim * (4 if job.half_theta else 8)
-    return "on" if not opts.no_purge and size >= REDUCE_BYTES else "off"
+    return "on" if apart and not opts.no_purge and size >= NETWORK_BYTES else "off"
 
 
 def settle_output(opts: RunOptions, append: bool) -> RunOptions:

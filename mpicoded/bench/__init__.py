@@ -122,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="ddp: mlp (seeded synthetic rows, SGD with momentum) or cnn (the digits "
                    "example's CNN on scikit-learn's digits, Adam; the examples extra); "
                    "default mlp")
+    p.add_argument("--params-sweep", nargs="?", const="4,5,6,7", default=None,
+                   metavar="EXPONENTS",
+                   help="ddp: the MLP at about 10^E parameters for each E given "
+                   "(comma-separated; alone: 4,5,6,7), full-batch, 1200 rows: each system's "
+                   "step and time to the target, rank 0's bytes, a plot")
     p.add_argument("--batch-size", type=int, default=None,
                    help="ddp: rows a step, both sides drawing mpicoded's seeded batches; the "
                    "target is then a held-out accuracy; default: full-batch steps")

@@ -45,15 +45,22 @@ TIMEOUT_S = 900
 TARGET_AT = 0.9  # the target: DDP's with no straggler after this share of its steps
 
 
-PATHS = {"gather": "off", "reduce": "on"}  # a scheme's name may end in one: its --reduce
+# a scheme's name may end in these words: how results and θ travel (default: auto)
+PATHS = {"gather": ["--reduce", "off"], "reduce": ["--reduce", "on"],
+         "direct": ["--relay", "off"], "relay": ["--relay", "on"]}
 
 
 def scheme_flags(name: str) -> list[str]:
-    """A scheme's flags; "NAME reduce" / "NAME gather": with --reduce on / off."""
-    base, _, path = name.rpartition(" ")
-    if path in PATHS and base in SCHEMES:
-        return [*SCHEMES[base], "--reduce", PATHS[path]]
-    return SCHEMES[name]
+    """A scheme's flags: "NAME reduce direct" is NAME's with --reduce on --relay off."""
+    words = name.split(" ")
+    paths: list[str] = []
+    while " ".join(words) not in SCHEMES and len(words) > 1 and words[-1] in PATHS:
+        paths = [*PATHS[words.pop()], *paths]
+    base = " ".join(words)
+    if base not in SCHEMES:
+        raise SystemExit(f"ddp --schemes {name!r}: a scheme ({', '.join(SCHEMES)}) and then "
+                         f"any of {', '.join(PATHS)}")
+    return [*SCHEMES[base], *paths]
 
 
 def shares(world: int, cap: float, fraction: float, pattern: str, first: int) -> Schedule:
@@ -148,6 +155,8 @@ def run_mpicoded(ranks: int, flags: list[str], steps: int, schedule: Schedule,
     seen = [(r, r["loss"] if batch is None else (r["evaluation"] or {}).get("accuracy"))
             for r in its]
     return {"step_s": run["mean_iteration_s"], "makespan_s": run["makespan_s"],
+            "master_bytes": (run["master_bytes_in"] + run["master_bytes_out"]) / len(its),
+            "paths": (run["config"]["reduce"], run["config"]["relay"]),
             "curve": [(r["started_s"] + r["wall_s"] - its[0]["started_s"], value)
                       for r, value in seen if value is not None]}
 
@@ -189,21 +198,31 @@ def setup(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     return {**os.environ}, what
 
 
-def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
+def checked(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The schemes and patterns asked for, checked; torch and quotas there."""
     needs_quotas("ddp")
     try:
         import torch  # noqa: F401
     except ImportError:
         raise SystemExit("ddp needs PyTorch: pip install mpicoded[torch]") from None
-    ranks, steps, batch = args.ranks, args.iterations, args.batch_size
-    world = ranks - 1
-    env, what = setup(args)
-    schemes = DDP_SCHEMES if args.schemes is None else chosen(args.schemes, [
-        *SCHEMES, *(f"{n} {path}" for n in SCHEMES for path in PATHS)], "--schemes")
+    schemes = DDP_SCHEMES if args.schemes is None else [
+        n.strip() for n in args.schemes.split(",") if n.strip()]
+    for name in schemes:
+        scheme_flags(name)  # refuses a name it does not know
     patterns = chosen(args.patterns or DEFAULT_PATTERNS, PATTERNS, "--patterns")
     if "none" not in patterns:
         raise SystemExit("ddp: --patterns must include none (the target loss and the tax's "
                          "yardstick)")
+    return schemes, patterns
+
+
+def compare(args: argparse.Namespace, schemes: list[str], patterns: list[str],
+            env: dict[str, str]) -> dict[str, Any]:
+    """DDP and each scheme under each pattern, on the model ``env`` sets: every run's step,
+    makespan, curve, time to the target and tax, the target, and rank 0's bytes an
+    iteration of each mpicoded run."""
+    ranks, steps, batch = args.ranks, args.iterations, args.batch_size
+    world = ranks - 1
     runs: dict[str, dict[str, Any]] = {}
     for pattern in patterns:
         print(f"[bench] ddp, {pattern}: PyTorch DDP ...", file=sys.stderr, flush=True)
@@ -216,19 +235,35 @@ def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
                 shares(world, args.cap, args.small_fraction, pattern, 1), batch)
     base = runs["DDP | none"]["curve"]
     target = base[max(0, math.ceil(TARGET_AT * len(base)) - 1)][1]
+    for key, run in runs.items():
+        system = key.split(" | ")[0]
+        run["to_target_s"] = time_to(run["curve"], target, rising=batch is not None)
+        run["tax"] = run["makespan_s"] / runs[f"{system} | none"]["makespan_s"]
+    return {"target": target, "runs": runs}
+
+
+def bench_ddp(args: argparse.Namespace) -> dict[str, Any]:
+    schemes, patterns = checked(args)
+    if args.params_sweep:
+        from .ddp_sweep import sweep
+
+        return sweep(args, schemes, patterns)
+    batch = args.batch_size
+    env, what = setup(args)
+    done = compare(args, schemes, patterns, env)
+    runs, target = done["runs"], done["target"]
     rows = []
     for key, run in runs.items():
         system, pattern = key.split(" | ")
-        run["to_target_s"] = time_to(run["curve"], target, rising=batch is not None)
-        run["tax"] = run["makespan_s"] / runs[f"{system} | none"]["makespan_s"]
         reached = run["to_target_s"]
         rows.append([system, pattern, f"{run['step_s'] * 1e3:.1f}", f"{run['makespan_s']:.2f}",
                      "never" if reached is None else f"{reached:.2f}", f"{run['tax']:.2f}"])
     steps_are = "full-batch steps" if batch is None else f"steps of {batch} rows"
     aim = (f"target loss {target:.4f}" if batch is None else
            f"target held-out accuracy {target:.4f}")
-    print(f"\nPyTorch DDP against mpicoded: {world} workers at {args.cap:g} of a core, the "
-          f"straggler at {args.small_fraction:g} of that; {what}, {steps} {steps_are}, {aim}")
+    print(f"\nPyTorch DDP against mpicoded: {args.ranks - 1} workers at {args.cap:g} of a "
+          f"core, the straggler at {args.small_fraction:g} of that; {what}, {args.iterations} "
+          f"{steps_are}, {aim}")
     print(table(["system", "straggler", "step (ms)", "makespan (s)", "to target (s)", "tax"],
                 rows))
     summary = {}

@@ -121,15 +121,16 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
     set_rank(rank)
     if opts.threads:
         limit_blas_threads(opts.threads)
-    from .waits import end_waits, set_wait
+    from .waits import apart, end_waits, set_wait
 
     set_wait(opts.wait, comm)
+    spread = apart(comm)  # rank 0's bytes cross a network: --relay and --reduce pay sooner
     result: RunResult | None
     try:
         if comm.Get_rank() == 0:
-            result = _master(comm, job, opts, callbacks)
+            result = _master(comm, job, opts, callbacks, spread)
         else:
-            result = _worker(comm, job, opts, callbacks)
+            result = _worker(comm, job, opts, callbacks, spread)
     finally:
         end_waits()
     if duplicated and not ft_enabled() and not free_later(comm):  # under ULFM one with dead
@@ -198,10 +199,10 @@ def _tell_workers(comm: MPI.Intracomm, message: object) -> None:
 
 
 def _master(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
-            callbacks: Callbacks) -> RunResult:
+            callbacks: Callbacks, spread: bool) -> RunResult:
     dashboard = None
     try:
-        plan = plan_run(job, opts, comm.Get_size() - 1, callbacks=callbacks)
+        plan = plan_run(job, opts, comm.Get_size() - 1, callbacks=callbacks, apart=spread)
         if opts.dashboard is not None:
             dashboard = _start_dashboard(plan, opts.dashboard)
     except NothingToDo:
@@ -240,7 +241,7 @@ def _start_dashboard(plan: Plan, port: int) -> Dashboard:
 
 
 def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
-            callbacks: Callbacks) -> RunResult | None:
+            callbacks: Callbacks, spread: bool) -> RunResult | None:
     """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
     (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
     from ..core.setup import WorkerSetup
@@ -273,13 +274,13 @@ def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
             raise MasterDied(f"rank {world_rank}: the master is unreachable and so are most "
                              "of the run's ranks; these cannot elect a master")
         if outcome.is_master:
-            return _take_over(outcome, job, opts, callbacks, failovers)
+            return _take_over(outcome, job, opts, callbacks, failovers, spread)
         if worker is not None:
             worker.rebind(comm)
 
 
 def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Callbacks,
-               failovers: int) -> RunResult:
+               failovers: int, spread: bool) -> RunResult:
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for (a job with a state
     of its own: from the newest checkpoint, which holds that state too)."""
@@ -287,7 +288,7 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
 
     comm = outcome.comm
     plan = plan_run(job, opts, outcome.world_size - 1, append=True,  # the first code
-                    callbacks=callbacks)
+                    callbacks=callbacks, apart=spread)
     survivors = {h.world_rank: rank for rank, h in enumerate(outcome.held) if rank > 0}
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()

@@ -35,6 +35,17 @@ def node_load(comm: MPI.Comm) -> tuple[int, int, bool]:
         node.Free()
 
 
+def apart(comm: MPI.Intracomm) -> bool:
+    """Whether some rank of ``comm`` runs on another node than rank 0 (its messages to rank
+    0 cross a network, not memory). Collective over ``comm``."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        with_master = node.allreduce(comm.Get_rank() == 0, op=MPI.LOR)
+    finally:
+        node.Free()
+    return not comm.allreduce(with_master, op=MPI.LAND)
+
+
 def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:
     """Choose how this rank waits between empty polls, and return the choice. ``spin`` polls
     without pause (an idle rank then costs a core, as MPI's own waits do); ``yield`` gives the

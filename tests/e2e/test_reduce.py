@@ -1,6 +1,7 @@
-"""End to end: results summed by the workers (``--reduce on``), over mpirun. The sum a tree
-of workers forms is the decoded one: θ ends where serial descent does, with a straggler
-purged, whole tasks or pieces, and with a worker killed from outside mid-run (ULFM)."""
+"""End to end: results summed by the workers and θ relayed by them (``--reduce on --relay
+on``), over mpirun. The sum a tree of workers forms is the decoded one and every worker gets
+the θ of its round: θ ends where serial descent does, with a straggler purged, whole tasks or
+pieces, and with a worker killed from outside mid-run (ULFM)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
 from mpicoded.launcher.procs import rank_pids
 
 SLOW = ["--delay", "persistent", "--task-time", "0.003", "--slow-workers", "2", "--slow-factor",
-        "10", "--samples", "4000", "--features", "20", "--quiet", "--reduce", "on"]
+        "10", "--samples", "4000", "--quiet", "--reduce", "on", "--relay", "on", "--features",
+        "20"]
 
 
 def final(tmp_path, ranks, flags, name, ft=False):
@@ -37,10 +39,14 @@ def test_a_sum_the_workers_form_is_serial_descents(tmp_path, code):
     """gfrc s=2 in pieces (each run and piece once, helpers' copies left out) and cyclic s=2
     (real coefficients from least squares), a worker 10x slow purged: every iteration's sum
     formed along the workers' tree, θ serial descent's at 1e-9."""
-    its, run = final(tmp_path, 7, [*code, *SLOW, "--iterations", "25"], "sum")
-    assert run["config"]["reduce"] == "on" and len(its) == 25
+    wide = [*SLOW[:-2], "--features", "1000"]  # θ of 8 kB: rank 0's copies show
+    its, run = final(tmp_path, 7, [*code, *wide, "--iterations", "25"], "sum")
+    assert (run["config"]["reduce"], run["config"]["relay"]) == ("on", "on") and len(its) == 25
+    theta = 1000 * 8
+    assert 2 * theta < run["master_bytes_out"] / 25 < 3 * theta  # two ITERATEs a round, not six
+    assert run["master_bytes_in"] / 25 < 3 * theta  # two sums, not six results
     assert run["total_purged_tasks"] > 0  # the straggler's work was cut short
-    np.testing.assert_allclose(run["final_theta"], serial_logreg(25, 4000, 20), rtol=1e-9,
+    np.testing.assert_allclose(run["final_theta"], serial_logreg(25, 4000, 1000), rtol=1e-9,
                                atol=1e-12)
 
 

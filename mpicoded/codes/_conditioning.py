@@ -22,9 +22,15 @@ def erasure_sets(n: int, s: int, rng: np.random.Generator, limit: int = MAX_SETS
 
 
 def worst_condition(B: np.ndarray, sets: list[tuple[int, ...]]) -> float:
-    """Largest condition number of B with the rows of any one erasure set removed."""
-    everything = np.arange(B.shape[0])
-    return max(float(np.linalg.cond(B[np.setdiff1d(everything, S)])) for S in sets)
+    """Largest condition number of B with the rows of any one erasure set removed: every
+    set's rows at once, one stacked SVD (a set at a time took 4 s for an 18 x 12 code, which
+    a new master pays while its heartbeat waits)."""
+    if not sets:
+        return float(np.linalg.cond(B))
+    keep = np.ones((len(sets), B.shape[0]), dtype=bool)
+    keep[np.arange(len(sets))[:, None], np.asarray(sets, dtype=np.intp)] = False
+    rows = np.nonzero(keep)[1].reshape(len(sets), -1)  # each set's kept rows, in order
+    return float(np.max(np.linalg.cond(B[rows])))
 
 
 def best_conditioned(draw: Callable[[], np.ndarray], sets: list[tuple[int, ...]],

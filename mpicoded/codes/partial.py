@@ -59,10 +59,10 @@ class PieceDecoder(Decoder):
         self._zero: np.ndarray | None = None  # what a piece summed in a run's value stands for
 
     def add_run(self, tasks: list[int], value: np.ndarray | None) -> bool:
-        """Pieces ``tasks`` of one partition computed as one sum, ``value`` (None: ids alone).
-        Those received already, each on its own, are superseded (their values count zero):
-        every row counts once, and none is subtracted. Runs never overlap (each is of its
-        computer's own share)."""
+        """Pieces ``tasks`` computed as one sum, ``value`` (None: ids alone), of one partition or,
+        for an exact decode, of several. Those received already, each on its own, are
+        superseded (their values count zero): every row counts once, and none is subtracted.
+        Runs never overlap (each is of its computer's own share)."""
         if len(tasks) == 1:
             return self.add(tasks[0], value)
         seen = self._seen
@@ -73,8 +73,9 @@ class PieceDecoder(Decoder):
         if old and self._in_run.intersection(old):
             raise ValueError(f"runs of pieces overlap at {sorted(self._in_run.intersection(old))}")
         keys = self._keys
-        if any(keys[t] != keys[tasks[0]] for t in tasks):
-            raise ValueError(f"a run of pieces spans partitions: {tasks}")
+        if self.tolerance and any(keys[t] != keys[tasks[0]] for t in tasks):
+            raise ValueError(f"a run of pieces spans partitions under a tolerance (a partition "
+                             f"left out could not be taken out of its value): {tasks}")
         self._zeroed.update(old)
         self._zeroed.update(new[1:])  # the run's value is kept at its first new piece
         if value is not None:

@@ -186,6 +186,7 @@ class Place:
     report_progress: bool = False
     run_rows: int = 0  # its own share's pieces in runs of at most these rows (``Runs``)
     keep: bool = False  # results' values kept by the workers, who add up the sum (``Reduce``)
+    runs_within: bool = False  # runs keep to one partition (a tolerance may leave some out)
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,8 @@ class Losses:
         s.live = set(range(code.n_workers))
         if s.settings.fit_chunks:  # the survivors' partitions are new: cut them evenly too
             s.chunk_rows = work.default_chunk_rows()
-            s.run_rows = run_rows(s.chunk_rows) if s.run_rows else 0
+            s.run_rows = run_rows(s.chunk_rows, value_size=s.settings.value_size) \
+                if s.run_rows else 0
         s._cut(None if s.pieces is None else work.pieces(s.chunk_rows,
                                                                 fit=s.settings.fit_chunks))
         s.round, s.held = None, []

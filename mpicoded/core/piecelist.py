@@ -10,8 +10,9 @@ pieces done meanwhile sent first. Finished pieces go out together at the end of 
 at least every ``flush_s`` seconds.
 
 Pieces are cut fine so that a share can be split, but a job may pay for every call (an autograd
-call each): consecutive pieces of the worker's own share of one partition are computed as one
-run (``Runs``), one call and one value for all, up to about a chunk of rows.
+call each): consecutive pieces of the worker's own share are computed as one run (``Runs``), one call and
+one value for all, up to about a chunk and a half of rows (more where a value is larger than a
+chunk's data), across its partitions where the decode is exact.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import functools
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
+from ..jobs.task import CHUNK_ELEMENTS
 from .inbox import Inbox
 from .protocol import Message, iterate_fields
 
@@ -28,23 +31,28 @@ Run = tuple[int, ...]  # pieces computed as one sum, in order
 RUN_CHUNKS = 1.5  # a run's rows at most, in chunks (as a partition is cut into chunks)
 
 
-def run_rows(chunk_rows: int, sleeps: bool = False) -> int:
+def run_rows(chunk_rows: int, sleeps: bool = False, value_size: int = 0) -> int:
     """The rows a run holds at most, for chunks of ``chunk_rows``; 0 (pieces one at a time)
-    where a delay is injected (``sleeps``): each piece has its own."""
-    return 0 if sleeps else int(chunk_rows * RUN_CHUNKS)
+    where a delay is injected (``sleeps``): each piece has its own. A run costs a value of
+    ``value_size`` entries (a call's setup, a sum, a message's bytes) where a chunk's data is
+    ``CHUNK_ELEMENTS``: a value larger than that many entries (a model of millions of
+    parameters) pays for as many more rows a run."""
+    return 0 if sleeps else int(chunk_rows * RUN_CHUNKS * max(1.0, value_size / CHUNK_ELEMENTS))
 
 
 @dataclass(frozen=True)
 class Runs:
     """Which pieces join into one run: pieces of the worker's ``own`` share (the code's primary
-    list), of one block, rows adjoining, ``rows`` rows in all at most, a stretch of them cut
-    into runs of even rows (two of 2000 rows, not 3000 and 1000: a run's rows stay in cache
-    between the kernel's two passes over them). Only the owner of a share runs its pieces, so
-    two runs never overlap; pieces taken over are computed alone."""
+    list), of one block, rows adjoining (or, ``span``, one after another in its list, of any
+    of its blocks: an exact decode, whose every partition is complete), ``rows`` rows in all at
+    most, a stretch of them cut into runs of even rows (two of 2000 rows, not 3000 and 1000: a
+    run's rows stay in cache between the kernel's two passes over them). Only the owner of a
+    share runs its pieces, so two runs never overlap; pieces taken over are computed alone."""
 
     pieces: Mapping[int, tuple[int, int, int]]  # piece -> (block, first row, end row)
     own: frozenset[int]
     rows: int
+    span: bool = False
 
     @functools.cached_property
     def follows(self) -> dict[int, int]:
@@ -55,17 +63,19 @@ class Runs:
 
     def joining(self, first: int, queue: deque[int]) -> int:
         """How many pieces at the head of ``queue`` join ``first``'s run."""
-        follows, pieces = self.follows, self.pieces
+        follows, pieces, own = self.follows, self.pieces, self.own
         stretch, last = 0, first
-        while stretch < len(queue) and follows.get(last) == queue[stretch]:
+        while stretch < len(queue) and (queue[stretch] in own if self.span
+                                        else follows.get(last) == queue[stretch]):
             last = queue[stretch]
             stretch += 1
-        start = pieces[first][1]
-        total = pieces[last][2] - start
+        sizes = [pieces[t][2] - pieces[t][1] for t in (first, *islice(queue, stretch))]
+        total = sum(sizes)
         even = total / -(-total // self.rows)  # the stretch's rows over the runs it needs
-        joined = 0
-        while joined < stretch and pieces[queue[joined]][2] - start <= even:
+        joined, rows = 0, sizes[0]
+        while joined < stretch and rows + sizes[joined + 1] <= even:
             joined += 1
+            rows += sizes[joined]
         return joined
 
 

@@ -110,6 +110,9 @@ class Settings:
     reduce: bool = False
     # θ relayed by the workers (``relay.py``): a large θ
     relay: bool = False
+    # the entries of a result's value: runs of pieces are longer where it is large
+    # (``piecelist.run_rows``; a re-code cuts new ones)
+    value_size: int = 0
 
 
 class Session:
@@ -203,7 +206,8 @@ class Session:
         adaptive = self.splitter is not None and self.splitter.kind == "adaptive"
         return Place(self.epoch, targets, self.code, self.pieces, self.work, self.chunk_rows,
                      report_progress=adaptive, run_rows=self.run_rows,
-                     keep=self.settings.reduce)
+                     keep=self.settings.reduce,
+                     runs_within=self.pieces is not None and self.tolerance > 0)
 
     def _begin(self, event: Begin) -> list[Instruction]:
         """Place the data. After a failover (``adopt``: the survivors' ranks by world rank, the

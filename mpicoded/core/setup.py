@@ -70,6 +70,7 @@ class SetupShared:
     trace: bool = False
     run_rows: int = 0  # partial work: its own share's pieces in runs of at most these rows
     keep: bool = False  # the workers keep their values and add up the sum (REDUCE)
+    runs_within: bool = False  # a run keeps to one partition (a tolerance may leave some out)
 
     def for_worker(self, world_rank: int, index: int, tasks: Sequence[int],
                    kill_at: tuple[int, int] | None = None) -> WorkerSetup:
@@ -100,5 +101,5 @@ class SetupShared:
             setup.result_size = table.value_size or setup.result_size
             if table.ranges is None and self.run_rows > 0:
                 setup.runs = Runs(setup.pieces, frozenset(self.pieces.schedule[index]),
-                                  self.run_rows)
+                                  self.run_rows, not self.runs_within)
         return setup

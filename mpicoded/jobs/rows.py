@@ -50,6 +50,20 @@ def take_rows(block: Any, start: int, stop: int) -> Any:
     return row_range(block, start, stop)
 
 
+def join_rows(blocks: list[Any]) -> Any:
+    """Blocks that can be cut (``row_arrays``, of one kind), their rows one after another: one
+    block (a copy; a single block is itself)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    if isinstance(blocks[0], tuple):
+        return tuple(join_rows([b[i] for b in blocks]) for i in range(len(blocks[0])))
+    if is_sparse(blocks[0]):
+        import scipy.sparse as sp
+
+        return sp.vstack(blocks, format="csr")
+    return np.concatenate(blocks)
+
+
 def pick_rows(block: Any, rows: np.ndarray) -> Any:
     """The given rows of a block that can be cut (``row_arrays``), in that order: a copy (a
     mini-batch's rows are scattered)."""

@@ -80,6 +80,7 @@ class TorchJob(GradientJob):
         self.sizes: list[int] = []
         self._counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
+        self._loaded: np.ndarray | None = None  # the θ the parameters hold (``_load``)
 
     def arrays(self, given: Data | Callable[[], Data] | None = None) -> tuple[np.ndarray,
                                                                              np.ndarray]:
@@ -106,9 +107,15 @@ class TorchJob(GradientJob):
 
     def _load(self, theta: np.ndarray) -> None:
         """The model's parameters from the flat vector ``theta``, copied: parameters that
-        viewed it (float64) made the optimizer's step write into the caller's theta."""
+        viewed it (float64) made the optimizer's step write into the caller's theta. Not
+        again for the θ loaded last (every chunk and piece of a worker's iteration passes the
+        same one): a copy of the model each call, at millions of parameters. A step moves
+        the parameters, and forgets it."""
+        if theta is self._loaded:
+            return
         vector = torch.tensor(np.asarray(theta), dtype=self.dtype)
         torch.nn.utils.vector_to_parameters(vector, self.params)
+        self._loaded = theta
 
     def _tensors(self, block: tuple[np.ndarray, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """A block's inputs and targets as tensors, floating ones in the model's dtype."""
@@ -198,6 +205,7 @@ class TorchJob(GradientJob):
             p.grad = flat[start:start + p.numel()].view(p.shape)
             start += p.numel()
         self.optimizer.step()
+        self._loaded = None  # the parameters moved
         if self.scheduler is not None:
             self.scheduler.step()
         return self.flat()

@@ -123,8 +123,8 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
         limit_blas_threads(opts.threads)
     from .waits import apart, end_waits, set_wait
 
-    set_wait(opts.wait, comm)
     spread = apart(comm)  # rank 0's bytes cross a network: --relay and --reduce pay sooner
+    set_wait(opts.wait, comm)
     result: RunResult | None
     try:
         if comm.Get_rank() == 0:

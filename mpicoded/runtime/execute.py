@@ -98,7 +98,8 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
         loss_every=opts.loss_every, checkpoint_every=opts.checkpoint_every if opts.checkpoint
         else 0, iteration_timeout=opts.iteration_timeout, splitter=plan.splitter,
         trace=bool(opts.trace), adopt=adopt,
-        run_rows=run_rows(chunk_rows, plan.delay.sleeps) if opts.partial == "on" else 0,
+        run_rows=run_rows(chunk_rows, plan.delay.sleeps, job.result_size)
+        if opts.partial == "on" else 0, value_size=job.result_size,
         linger=not ft_enabled() and opts.iteration_timeout is None, reduce=opts.reduce == "on",
         relay=opts.relay == "on",
         eval_every=opts.eval_every if opts.eval_every is not None else

@@ -243,7 +243,7 @@ class Master:
         shared = SetupShared(i.code, self.work, self.delay, i.pieces, i.epoch,
                              self.session.settings.purge,
                              i.chunk_rows, i.report_progress, self.trace is not None, i.run_rows,
-                             i.keep)
+                             i.keep, i.runs_within)
 
         def post(target: ev.Target) -> None:
             head, arrays = object_frames(shared.for_worker(target.world, target.worker,

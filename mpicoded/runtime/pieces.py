@@ -12,10 +12,23 @@ from ..core.piecelist import Run
 from ..core.protocol import Message, iterate_fields, run_ids
 from ..core.trace import SENT, TraceEntry
 from ..jobs.batches import StepRows
+from ..jobs.rows import join_rows
 from ..jobs.task import run_piece
 
 if TYPE_CHECKING:
     from .worker import Worker
+
+
+def spans(pieces: dict[int, tuple[int, int, int]], run: Run) -> list[tuple[int, int, int]]:
+    """A run's rows as (block, first row, end row) ranges, adjoining pieces merged."""
+    out: list[tuple[int, int, int]] = []
+    for t in run:
+        key, start, stop = pieces[t]
+        if out and out[-1][0] == key and out[-1][2] == start:
+            out[-1] = (key, out[-1][1], stop)
+        else:
+            out.append((key, start, stop))
+    return out
 
 
 def run_pieces(worker: Worker, msg: Message) -> None:
@@ -52,10 +65,8 @@ def run_pieces(worker: Worker, msg: Message) -> None:
                                      left)
             return
         began, computing = time.perf_counter(), time.monotonic()
-        key, start, _ = pieces[run[0]]
-        stop = pieces[run[-1]][2]
-        rows = worker.piece_block(key, start, stop) if batch is None else \
-            batch.piece(key, start, stop)
+        rows = join_rows([worker.piece_block(*span) if batch is None else batch.piece(*span)
+                          for span in spans(pieces, run)])
         values[run[0]] = run_piece(kernel, rows, theta, size, repeat)
         worker.rows += kernel.rows(rows)
         worker.computed += len(run)

@@ -37,13 +37,16 @@ def node_load(comm: MPI.Comm) -> tuple[int, int, bool]:
 
 def apart(comm: MPI.Intracomm) -> bool:
     """Whether some rank of ``comm`` runs on another node than rank 0 (its messages to rank
-    0 cross a network, not memory). Collective over ``comm``."""
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        with_master = node.allreduce(comm.Get_rank() == 0, op=MPI.LOR)
-    finally:
-        node.Free()
-    return not comm.allreduce(with_master, op=MPI.LAND)
+    0 cross a network, not memory). Collective over ``comm``, waiting inside MPI with its
+    own yield on (ranks spinning in a collective on shared cores starve the late ones: under
+    ULFM, past the heartbeat's deadline)."""
+    with blocking_mpi():
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            with_master = node.allreduce(comm.Get_rank() == 0, op=MPI.LOR)
+        finally:
+            node.Free()
+        return not comm.allreduce(with_master, op=MPI.LAND)
 
 
 def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:

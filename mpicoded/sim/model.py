@@ -334,7 +334,8 @@ class Model:
         if pieces is None or not place.run_rows:
             return None
         table = {t: (p.key, p.start, p.stop) for t, p in enumerate(pieces.params["pieces"])}
-        return Runs(table, frozenset(pieces.schedule[worker]), place.run_rows)
+        return Runs(table, frozenset(pieces.schedule[worker]), place.run_rows,
+                    not place.runs_within)
 
     def next_task(self, w: ModelWorker, inbox: Inbox) -> Run | None:
         assert w.msg is not None and w.setup is not None
@@ -355,9 +356,10 @@ class Model:
         theta = iterate_fields(w.msg, w.rank)[1]
         offsets = np.concatenate([[0], np.cumsum(work.rows)])
         task = run[0]
-        if pieces is not None:  # a run's pieces: rows of one partition, adjoining
-            p, last = pieces.params["pieces"][task], pieces.params["pieces"][run[-1]]
-            return work.rows_value(offsets[p.key] + p.start, offsets[p.key] + last.stop, theta)
+        if pieces is not None:  # a run's pieces, of one partition or several
+            return np.asarray(sum(work.rows_value(offsets[p.key] + p.start,
+                                                  offsets[p.key] + p.stop, theta)
+                                  for p in (pieces.params["pieces"][t] for t in run)))
         return np.asarray(sum(code.B[task, j] * work.rows_value(offsets[j], offsets[j + 1], theta)
                               for j in np.flatnonzero(code.B[task])))
 

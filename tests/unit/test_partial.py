@@ -80,10 +80,11 @@ def test_the_piece_decode_counts_every_row_once():
 
 
 def test_a_run_counts_its_rows_once_and_supersedes_pieces_sent_alone():
-    """A holder's run (its own share's pieces of one partition, one value for all) and a
-    helper's pieces of the same rows: whichever comes first, each row counts once; the sum is
-    the exact one, nothing subtracted. A run overlapping another, or spanning partitions, is a
-    bug and refused."""
+    """A holder's run (its own share's pieces, one value for all) and a helper's pieces of the
+    same rows: whichever comes first, each row counts once; the sum is the exact one, nothing
+    subtracted. A run overlapping another is a bug and refused; one spanning partitions is
+    decoded exactly, and refused under a tolerance (a partition left out could not be taken
+    out of its value)."""
     code, part = cut("frc", {"stragglers": 1})
     vals, each = values_of(part, np.random.default_rng(4))
     pieces = part.params["pieces"]
@@ -109,8 +110,14 @@ def test_a_run_counts_its_rows_once_and_supersedes_pieces_sent_alone():
     with pytest.raises(ValueError, match="overlap"):
         again.add_run(run[1:3], vals[run[1:3]].sum(axis=0))
     other = next(t for t in range(part.n_tasks) if pieces[t].key != pieces[run[0]].key)
-    with pytest.raises(ValueError, match="spans"):
-        part.decoder().add_run([run[0], other], vals[run[0]])
+    with pytest.raises(ValueError, match="spans partitions under a tolerance"):
+        part.decoder(tolerance=1).add_run([run[0], other], vals[run[0]])
+    across = part.decoder()  # an exact decode: one value for pieces of two partitions
+    across.add_run([run[0], other], vals[[run[0], other]].sum(axis=0))
+    for t in range(part.n_tasks):
+        if t not in (run[0], other):
+            across.add(t, vals[t])
+    np.testing.assert_allclose(across.result(), each.sum(axis=0), rtol=1e-12)
 
 
 def test_each_target_and_a_tolerance_leave_incomplete_partitions_out():

@@ -212,3 +212,19 @@ def test_a_float32_model_sends_float32_and_a_float64_one_float64():
                     result_dtype="float64").result_dtype == "float64"
     wide = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), data())
     assert (wide.result_dtype, wide.theta_dtype) == ("float64", "float64")
+
+
+def test_the_theta_loaded_last_is_not_copied_again_and_a_step_forgets_it():
+    """Chunks of one iteration pass the same θ: it is loaded once. A step moves the
+    parameters, so the same θ after it is loaded again (its gradient is θ's, not the
+    stepped parameters')."""
+    X, y = data()
+    job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y),
+                   optimizer=lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9))
+    block = job.blocks(1)[0]
+    theta = job.theta0()
+    first = job.compute(block, theta)
+    assert job._loaded is theta
+    job.step(theta, first, np.arange(1))
+    assert job._loaded is None
+    np.testing.assert_array_equal(job.compute(block, theta), first)

@@ -296,7 +296,7 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
 # on one node (rank 0's "link" is memory, copied by the receivers in parallel) a result must
 # be larger still, and θ is never relayed (measured on 7 ranks: docs/benchmarks.md)
 NETWORK_BYTES = 1 << 20
-ONE_NODE_BYTES = 4 << 20
+ONE_NODE_BYTES = 16 << 20
 
 
 def reduce_path(opts: RunOptions, job: Coded, code: Code, apart: bool = False) -> str:

@@ -73,3 +73,18 @@ def test_a_worker_killed_mid_run_leaves_the_sum_exact(tmp_path):
     assert len([r for r in rows if r["record"] == "iteration"]) == 200
     np.testing.assert_allclose(rows[-1]["final_theta"], serial_logreg(200, 4000, 20),
                                rtol=1e-9, atol=1e-12)
+
+
+def test_the_master_killed_while_the_workers_sum_and_relay_fails_over_exactly(tmp_path):
+    """ULFM: rank 0 SIGKILLed mid-run: the new master plans the same paths, the survivors
+    hold their values and θ as any other worker, and θ ends where serial descent does."""
+    from test_failover import kill_master
+
+    flags = ["-m", "mpicoded.train", "--code", "gfrc", "--stragglers", "2", "--partial", "on",
+             *SLOW, "--iterations", "80"]
+    done, rows, _ = kill_master(tmp_path, ft=True, flags=flags)
+    assert done.returncode == 0, done.output[-3000:]
+    assert len([r for r in rows if r["record"] == "failover"]) == 1
+    assert (rows[-1]["config"]["reduce"], rows[-1]["config"]["relay"]) == ("on", "on")
+    np.testing.assert_allclose(np.load(tmp_path / "theta.npy"), serial_logreg(80, 4000, 20),
+                               rtol=1e-9, atol=1e-12)

@@ -1,5 +1,5 @@
 """The model of the cluster (``model.py``) played over many seeded interleavings, each checked:
-``python -m mpicoded.sim.checks --runs 5000`` (the unit tests play a few hundred).
+``python -m mpicoded.sim.checks --runs 5000`` (the unit tests play 60).
 
 A seed picks 8, 12 or 21 workers, a code (gfrc, frc, spread with partial work, or whole tasks;
 cyclic whole tasks), stragglers (none, one or two fixed, a moving one, 20 or 200 times slow, or

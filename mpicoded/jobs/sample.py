@@ -12,23 +12,28 @@ from .data import Dataset, DatasetError, dataset, mapped, row_chunks
 from .kinds import GradientJob
 from .rows import is_sparse, row_blocks
 
+DENSE_GRAM = 4096  # the Gram matrix of the smaller side is formed up to this order (134 MB)
+
 
 def gram_top_eigenvalue(X: Any) -> float:
-    """λ_max(XᵀX), for the default step sizes: from XᵀX for dense data (a memory map a chunk of
-    rows at a time), from X's largest singular value for sparse data (XᵀX of a sparse X with
-    many columns would not fit dense)."""
-    if is_sparse(X):
-        if min(X.shape) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
-            return float(X.power(2).sum())
-        from scipy.sparse.linalg import svds  # here: kept out of every rank's start
+    """λ_max(XᵀX), for the default step sizes: XᵀX's for data with few columns (a memory map a
+    chunk of rows at a time), XXᵀ's for few rows and many columns (XᵀX would need d² floats),
+    and by Lanczos iteration from a fixed start otherwise, as for sparse data."""
+    n, d = X.shape
+    if is_sparse(X) and min(n, d) < 2:  # a single row or column: XᵀX has rank one, λ_max = ‖X‖²
+        return float(X.power(2).sum())
+    if not is_sparse(X) and d <= DENSE_GRAM:
+        gram = np.zeros((d, d))
+        for rows in row_chunks(n, X[0].nbytes):
+            part = np.asarray(X[rows])
+            gram += part.T @ part
+        return float(np.linalg.eigvalsh(gram)[-1])
+    if not is_sparse(X) and n <= DENSE_GRAM and not isinstance(X, np.memmap):
+        return float(np.linalg.eigvalsh(X @ X.T)[-1])
+    from scipy.sparse.linalg import svds  # here: kept out of every rank's start
 
-        v0 = np.ones(min(X.shape))  # seeded, so every run gets the same step
-        return float(svds(X, k=1, v0=v0, return_singular_vectors=False)[0] ** 2)
-    gram = np.zeros((X.shape[1], X.shape[1]))
-    for rows in row_chunks(X.shape[0], X[0].nbytes):
-        part = np.asarray(X[rows])
-        gram += part.T @ part
-    return float(np.linalg.eigvalsh(gram)[-1])
+    v0 = np.ones(min(n, d))  # fixed, so every run gets the same step
+    return float(svds(X, k=1, v0=v0, return_singular_vectors=False)[0] ** 2)
 
 
 class SampleJob(GradientJob):

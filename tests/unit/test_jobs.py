@@ -19,6 +19,7 @@ from mpicoded.jobs import (
     build_job,
     coded,
     load,
+    sample,
     synthetic,
 )
 from mpicoded.jobs.logreg import REG
@@ -416,6 +417,34 @@ def test_malformed_libsvm_lines_are_named(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(DatasetError, match=f"dataset {path}: {message}"):
         load(path)
+
+
+@pytest.mark.parametrize("shape", [(40, 12), (12, 40), (30, 30)])
+def test_the_default_step_is_the_same_from_either_side(tmp_path, monkeypatch, shape):
+    """λ_max(XᵀX) from XᵀX, from XXᵀ (many columns) and by Lanczos (both sides large, a wide
+    memory map, sparse data) agree with ‖X‖₂²."""
+    X = np.random.default_rng(5).standard_normal(shape)
+    np.save(tmp_path / "x.npy", X)
+    for dense_gram in (40, 12, 1):
+        monkeypatch.setattr(sample, "DENSE_GRAM", dense_gram)
+        for form in (X, np.load(tmp_path / "x.npy", mmap_mode="r"), sp.csr_matrix(X)):
+            assert sample.gram_top_eigenvalue(form) == pytest.approx(np.linalg.norm(X, 2) ** 2,
+                                                                     rel=1e-10)
+
+
+def test_the_default_step_of_wide_data_needs_no_d_by_d_gram():
+    """20 rows of 5000 features (0.8 MB): XᵀX would take 200 MB, XXᵀ takes 3 kB."""
+    import tracemalloc
+
+    X = np.random.default_rng(6).standard_normal((20, 5000))
+    tracemalloc.start()
+    try:
+        value = sample.gram_top_eigenvalue(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value == pytest.approx(np.linalg.norm(X, 2) ** 2, rel=1e-10)
+    assert peak < 8 * 2**20
 
 
 def test_a_npy_dataset_is_memory_mapped_and_read_by_the_workers(tmp_path):

@@ -8,7 +8,7 @@ so it reads on GitHub as on the site: ``python docs/generate.py`` rewrites them,
 table per ``--help`` group (the job flags from ``mpicoded.train.build_parser``, then every run
 option from ``mpicoded.options.RunOptions`` with its ``mpicoded.run`` keyword);
 ``unused-flags`` is ``mpicoded.unused.COUNTS``; ``wire-layouts`` is
-``mpicoded.core.protocol.LAYOUTS``, a row a tag; the ``api-*`` sections of the API page and
+``mpicoded.core.layouts.LAYOUTS``, a row a tag; the ``api-*`` sections of the API page and
 the ``codes-*`` ones of the codes page are signatures and docstrings read from the sources
 (``API``). None of these modules loads MPI on import, so this runs without MPI.
 """
@@ -117,8 +117,8 @@ def subcommands_markdown() -> str:
 
 
 def layouts_markdown() -> str:
-    """Every message kind's wire layout, from ``mpicoded.core.protocol.LAYOUTS``."""
-    from mpicoded.core.protocol import LAYOUTS
+    """Every message kind's wire layout, from ``mpicoded.core.layouts.LAYOUTS``."""
+    from mpicoded.core.layouts import LAYOUTS
 
     rows = ["| tag | direction | what it carries | header | payload, in order |", "|---|---|---|---|---|"]
     for tag, layout in LAYOUTS.items():

@@ -9,7 +9,8 @@ import numpy as np
 
 from mpicoded.core import events as ev
 from mpicoded.core.piecetable import PieceTable
-from mpicoded.core.session import Session, Settings
+from mpicoded.core.session import Session
+from mpicoded.core.settings import Settings
 from mpicoded.core.shape import Shape
 
 

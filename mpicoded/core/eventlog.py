@@ -21,7 +21,8 @@ from ..balance.split import Moments
 from ..balance.splitter import Splitter
 from ..codes import make_code
 from . import events as ev
-from .session import Session, Settings
+from .session import Session
+from .settings import Settings
 from .shape import Shape
 
 UNLOGGED = frozenset({"values", "value", "entries", "theta", "code", "pieces", "work",

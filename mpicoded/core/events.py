@@ -19,7 +19,7 @@ from ..codes import Code
 from .result import IterationRecord, JobRecord
 
 if TYPE_CHECKING:
-    from .session import Workload
+    from .settings import Workload
 
 
 # ---- events ----------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .protocol import Message, Tag, assign_fields, iterate_fields, part_value
+from .protocol import Message, Tag, assign_fields, iterate_fields
+from .tree_messages import part_value
 
 RECENT = 8  # messages a worker's SIGUSR1 line shows, the newest last
 

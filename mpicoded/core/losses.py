@@ -15,7 +15,8 @@ from .piecelist import run_rows
 from .round import Round
 
 if TYPE_CHECKING:
-    from .session import Session, Workload
+    from .session import Session
+    from .settings import Workload
 
 
 def task_share(work: Workload, code: Code) -> float:

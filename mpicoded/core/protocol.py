@@ -2,7 +2,8 @@
 
 Ids live in the header, never in the tag, so a receiver matches on the tag alone and reads the
 rest. The header is ``(job, iteration, epoch, task, worker, count)``; what each slot and the
-payload hold depends on the tag, and ``LAYOUTS`` says it for every tag (the docs render it).
+payload hold depends on the tag, and ``layouts.LAYOUTS`` says it for every tag (the docs
+render it).
 ``epoch`` counts re-codings: an iteration restarted on a new code after workers died gets a new
 epoch, so results of the abandoned attempt stay stale. Floats hold integers exactly below 2**53.
 """
@@ -12,9 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum, IntEnum
-from types import MappingProxyType
-from typing import Literal, NamedTuple
+from enum import IntEnum
 
 import numpy as np
 
@@ -46,124 +45,6 @@ class Tag(IntEnum):
 _TAGS = {int(tag): tag for tag in Tag}  # a dict lookup: Tag(n) costs ten times as much
 
 TRACE_FIELDS = TraceEntry._fields  # an entry's slots on the wire, in this order
-
-
-class Size(Enum):
-    """How long a payload section is, in float64 slots, as the header tells it."""
-
-    COUNT = "count"
-    TASK = "task"
-    ENTRIES = f"task × {len(TRACE_FIELDS)}"  # ``task`` trace entries
-    ONE = "1"
-    LAST = "the offsets' last"  # where the last of the offsets before it says the lists end
-    REST = "rest"  # what the other sections leave
-
-
-class Section(NamedTuple):
-    """One part of a payload: what it holds and how long it is."""
-
-    name: str
-    size: Size
-
-
-Body = Literal["float64", "pickle", "bytes"]  # one float64 buffer, a pickled object, raw bytes
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What one tag's messages look like: who sends them, what for, which header slots hold
-    what (``key``: job, iteration and epoch name the iteration; ``worker``, ``task``,
-    ``count``: their meaning, None if unused) and the payload's sections in order.
-    Descriptive: the hot paths read the slots directly, tests and the docs read this."""
-
-    direction: str
-    carries: str
-    body: Body = "float64"
-    key: bool = False
-    worker: str | None = None
-    task: str | None = None
-    count: str | None = None
-    payload: tuple[Section, ...] = ()
-
-
-_TO_WORKER, _TO_MASTER = "master → worker", "worker → master"
-_SENDER = "the sender's"
-_ENTRIES = Section("trace entries", Size.ENTRIES)
-
-LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
-    Tag.SETUP: Layout(
-        _TO_WORKER, "once at start-up (and again after a re-split or re-code): the worker's data "
-        "and settings; or, when planning failed, the refusal every rank raises", body="pickle",
-        payload=(Section("its WorkerSetup (pickle protocol 5, each contiguous array's bytes left "
-                         "out to follow as SETUP_DATA), or the refusal", Size.REST),)),
-    Tag.ITERATE: Layout(
-        _TO_WORKER, "θ and the ordered task list of one iteration, one buffer for every worker "
-        "(θ packed once)", key=True, worker="θ's length", task="offsets (ranks + 1)",
-        count="θ's slots: as many (float64), or half as many, rounded up (float32, two a slot, "
-        "the last padded: a job whose θ travels so)",
-        payload=(Section("θ", Size.COUNT),
-                 Section("offsets: where each comm rank's list starts", Size.TASK),
-                 Section("task lists, back to back", Size.LAST),
-                 Section("the relay: the ranks that forward θ to each other, in order (rank 0 "
-                         "sends it to the first two, the rank at place p to those at 2p + 2 and "
-                         "2p + 3); none: rank 0 sends it to each", Size.REST))),
-    Tag.RESULT: Layout(
-        _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
-        "the worker's last message", key=True, worker=_SENDER, task="trace entries",
-        count="task ids",
-        payload=(Section("task ids; -(id + 1): a piece computed in one sum with the one "
-                         "before (a run: one value for all)", Size.COUNT),
-                 Section("values (one a task, or a run), back to back: float64, or float32 "
-                         "two a slot (the last padded) for a job whose results travel so; "
-                         "none where the workers keep them to add up (REDUCE)", Size.REST),
-                 _ENTRIES)),
-    Tag.PURGE: Layout(_TO_WORKER, "drop what is left of (job, iteration)", key=True),
-    Tag.STOP: Layout(_TO_WORKER, "finish; the worker answers STOP_ACK and leaves its loop"),
-    Tag.STOP_ACK: Layout(
-        _TO_MASTER, "its last word: its counters and the trace entries not sent yet",
-        worker=_SENDER, task="trace entries", count="counters",
-        payload=(Section("counters: tasks computed, results sent, tasks dropped, rows computed",
-                         Size.COUNT), _ENTRIES)),
-    Tag.ERROR: Layout(_TO_MASTER, "an exception in a task, as text", body="pickle",
-                      payload=(Section("the traceback's text (comm.send)", Size.REST),)),
-    Tag.PROGRESS: Layout(
-        _TO_MASTER, "when a purge cut a task off: how much was done since the last result, in "
-        "how long (the adaptive split's sample)", key=True, worker=_SENDER,
-        task="the task cut off", count="2",
-        payload=(Section("tasks done: finished unsent ones plus the cut task's share", Size.ONE),
-                 Section("the seconds they took", Size.ONE))),
-    Tag.PING: Layout(
-        "master → worker, and back", "at set-up with the trace on; the worker answers with its "
-        "clock (aligning the trace's clocks)", worker=_SENDER, count="1 in the answer, 0 in the ping",
-        payload=(Section("the worker's clock (time.perf_counter), in the answer", Size.COUNT),)),
-    Tag.TRACE: Layout(
-        _TO_MASTER, "trace entries alone, from a worker that sends no results", worker=_SENDER,
-        task="trace entries", count=f"their values (task × {len(TRACE_FIELDS)})",
-        payload=(_ENTRIES,)),
-    Tag.ASSIGN: Layout(
-        _TO_WORKER, "partial work: the worker's new piece list for the open iteration (θ is the "
-        "ITERATE's)", key=True, count="piece ids", payload=(Section("piece ids", Size.COUNT),)),
-    Tag.SETUP_DATA: Layout(
-        _TO_WORKER, "right after a SETUP: its arrays' bytes, one a message", body="bytes",
-        payload=(Section("one array's bytes, received into the buffer the array keeps",
-                         Size.REST),)),
-    Tag.RELEASE: Layout(_TO_WORKER, "once every STOP is acknowledged: the worker may leave now"),
-    Tag.REDUCE: Layout(
-        _TO_WORKER, "results summed by the workers (large ones): the iteration is decoded; add "
-        "these of your values, times these coefficients, to the PARTs of these children and "
-        "send the sum to the parent", key=True, worker="the parent's rank (0: the master)",
-        task="the attempt (a death re-plans the sum)", count="terms",
-        payload=(Section("the first task id of each value summed (as its RESULT named it)",
-                         Size.COUNT),
-                 Section("their coefficients", Size.COUNT),
-                 Section("the children's ranks, whose PARTs it waits for", Size.REST))),
-    Tag.PART: Layout(
-        "worker → its parent in a REDUCE", "a partial sum of the decoded result", key=True,
-        worker=_SENDER, task="the attempt",
-        count="values: as many slots (float64), or half as many, rounded up (float32 where the "
-              "job's results travel so)",
-        payload=(Section("the sum", Size.REST),)),
-})
 
 
 @dataclass(slots=True)
@@ -228,15 +109,21 @@ def pack_iterate(job: int, iteration: int, theta: np.ndarray,
     slots = (n + 1) // 2 if half else n
     buf = out(HEADER + slots + lists.size + len(relay))
     buf[:HEADER] = (job, iteration, epoch, offsets, n, slots)
-    if half:
-        region = buf[HEADER : HEADER + slots].view(np.float32)
-        region[:n] = np.ravel(theta)
-        region[n:] = 0.0
-    else:
-        buf[HEADER : HEADER + n] = np.ravel(theta)  # a step may return theta as a column
+    put_values(buf[HEADER : HEADER + slots], np.ravel(theta), half)  # θ may be a column
     buf[HEADER + slots : HEADER + slots + lists.size] = lists
     buf[HEADER + slots + lists.size :] = relay
     return buf
+
+
+def put_values(region: np.ndarray, value: np.ndarray, half: bool) -> None:
+    """``value`` into a message's slots: as float64, or as float32 two a slot (``half``, the
+    last slot padded with a zero)."""
+    if half:
+        packed = region.view(np.float32)
+        packed[: value.size] = value
+        packed[value.size :] = 0.0
+    else:
+        region[:] = value
 
 
 @functools.lru_cache(maxsize=16)
@@ -266,26 +153,6 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
         return (), theta
     start, stop = int(offsets[rank]), int(offsets[rank + 1])
     return tuple(flat[start:stop].astype(np.int64).tolist()), theta
-
-
-RELAY_FAN_OUT = 2  # the ranks each forwards an ITERATE to (rank 0 too)
-
-
-def relay_of(msg: Message) -> tuple[int, ...]:
-    """The relay order of an ITERATE (none: rank 0 sent it to each rank)."""
-    offsets = msg.payload[msg.count : msg.count + msg.task]
-    start = msg.count + msg.task + (int(offsets[-1]) if len(offsets) else 0)
-    return tuple(msg.payload[start:].astype(np.int64).tolist())
-
-
-def relay_children(order: Sequence[int], rank: int) -> tuple[int, ...]:
-    """The ranks ``rank`` forwards to in relay ``order`` (-1 or 0 for rank 0: the first)."""
-    if rank <= 0:
-        return tuple(order[:RELAY_FAN_OUT])
-    if rank not in order:
-        return ()
-    p = list(order).index(rank)
-    return tuple(order[RELAY_FAN_OUT * (p + 1) : RELAY_FAN_OUT * (p + 2)])
 
 
 NO_TRACE: tuple[TraceEntry, ...] = ()
@@ -370,52 +237,6 @@ def _split_trace(msg: Message, rest: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if size <= 0:
         return rest, _NO_ENTRIES
     return rest[:-size], rest[-size:].reshape(-1, len(TRACE_FIELDS))
-
-
-def pack_reduce(job: int, iteration: int, epoch: int, attempt: int, parent: int,
-                terms: Sequence[tuple[int, float]], children: Sequence[int]) -> np.ndarray:
-    """REDUCE (laid out as ``LAYOUTS`` says): which of its values a worker sums, with what
-    coefficients, whose PARTs it adds, and where the sum goes."""
-    keys = np.array([t for t, _ in terms], dtype=np.float64)
-    coefs = np.array([c for _, c in terms], dtype=np.float64)
-    buf = pack(job, iteration, epoch, attempt, parent, keys, coefs,
-               np.asarray(children, dtype=np.float64))
-    return buf
-
-
-def reduce_fields(msg: Message) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
-    """A REDUCE's terms (value key, coefficient) and children's ranks; its parent is
-    ``msg.worker``, its attempt ``msg.task``."""
-    n = msg.count
-    keys = msg.payload[:n].astype(np.int64).tolist()
-    coefs = msg.payload[n : 2 * n].tolist()
-    children = tuple(msg.payload[2 * n :].astype(np.int64).tolist())
-    return tuple(zip(keys, coefs, strict=True)), children
-
-
-def pack_part(job: int, iteration: int, epoch: int, attempt: int, worker: int,
-              value: np.ndarray, half: bool = False,
-              out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
-    """PART (laid out as ``LAYOUTS`` says): a partial sum, float32 two a slot if ``half``."""
-    n = value.size
-    half = half and n > 1
-    slots = (n + 1) // 2 if half else n
-    buf = out(HEADER + slots)
-    buf[:HEADER] = (job, iteration, epoch, attempt, worker, n)
-    if half:
-        region = buf[HEADER:].view(np.float32)
-        region[:n] = value
-        region[n:] = 0.0
-    else:
-        buf[HEADER:] = value
-    return buf
-
-
-def part_value(msg: Message) -> np.ndarray:
-    """A PART's sum: a view of the message, float32 where it travels so."""
-    if len(msg.payload) < msg.count:
-        return msg.payload.view(np.float32)[: msg.count]
-    return msg.payload[: msg.count]
 
 
 def pack_assign(job: int, iteration: int, tasks: Sequence[int], epoch: int = 0) -> np.ndarray:

@@ -21,7 +21,6 @@ from .protocol import (
     ack_fields,
     assign_fields,
     iterate_fields,
-    part_value,
     progress_fields,
     result_fields,
     result_trace,
@@ -29,6 +28,7 @@ from .protocol import (
     trace_fields,
     unpack,
 )
+from .tree_messages import part_value
 
 
 def withheld_lists(rank: int, messages: Sequence[tuple[object, Tag]]) -> dict[

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..codes import Code, Decoder
 from .result import IterationRecord
+from .tree_messages import relay_children
 
 
 @dataclass
@@ -128,8 +129,6 @@ class Round:
 
     def relayed_below(self, ranks: set[int]) -> list[int]:
         """The ranks that get θ through ``ranks`` in the relay (their descendants)."""
-        from .protocol import relay_children
-
         below: list[int] = []
         todo = [c for r in sorted(ranks) for c in relay_children(self.relay, r)]
         while todo:

@@ -28,7 +28,8 @@ from .events import (
 from .result import IterationRecord, JobRecord
 
 if TYPE_CHECKING:
-    from .session import Session, Settings
+    from .session import Session
+    from .settings import Settings
 
 
 class Ready(NamedTuple):

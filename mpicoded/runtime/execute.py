@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ..checkpoint import Checkpoint
     from ..core.result import RunResult
-    from ..core.session import Settings
+    from ..core.settings import Settings
 
 Adopt = tuple[dict[int, int], int, bool]  # survivors' comm ranks by world rank, epoch, re-code
 
@@ -84,7 +84,7 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
     """The Session's settings from the plan: partial work's pieces cut (from the job's default
     chunks unless --chunk-rows is given), the resume point, a failover's survivors."""
     from ..core.piecelist import run_rows
-    from ..core.session import Settings
+    from ..core.settings import Settings
     from ..plan import ft_enabled
 
     opts, job = plan.options, plan.job

@@ -15,19 +15,12 @@ from mpi4py import MPI
 from .. import checkpoint as ckpt
 from ..core import events as ev
 from ..core.observers import Observers
-from ..core.protocol import (
-    HEADER,
-    Tag,
-    pack_assign,
-    pack_control,
-    pack_iterate,
-    pack_reduce,
-    relay_children,
-)
+from ..core.protocol import HEADER, Tag, pack_assign, pack_control, pack_iterate
 from ..core.reading import event_of, withheld_lists
 from ..core.session import Session
 from ..core.setup import SetupShared
 from ..core.trace import TaskTrace
+from ..core.tree_messages import pack_reduce, relay_children
 from ..delays import DelayModel
 from ..plan import ft_enabled
 from .buffers import Buffers

@@ -17,20 +17,10 @@ from mpi4py import MPI
 from ..codes import combined
 from ..core.inbox import Inbox
 from ..core.piecelist import PieceList
-from ..core.protocol import (
-    Message,
-    Tag,
-    pack_clock,
-    pack_control,
-    pack_part,
-    pack_result,
-    pack_trace,
-    reduce_fields,
-    relay_children,
-    relay_of,
-)
+from ..core.protocol import Message, Tag, pack_clock, pack_control, pack_result, pack_trace
 from ..core.setup import PIECE_FLUSH_S, WorkerSetup
 from ..core.trace import DROPPED, PURGED, TraceEntry
+from ..core.tree_messages import pack_part, reduce_fields, relay_children, relay_of
 from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.rows import take_rows
 from ..jobs.task import Block, Terms

@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from ..codes import make_code
-from .model import Model, Speeds
+from .model import Model
+from .model_workers import Speeds
 
 
 def fixed(slow: tuple[int, ...], factor: float = 20.0) -> Speeds:

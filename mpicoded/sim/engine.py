@@ -25,7 +25,8 @@ from ..codes import Code
 from ..core import events as ev
 from ..core.piecetable import PieceTable
 from ..core.result import IterationRecord
-from ..core.session import Session, Settings
+from ..core.session import Session
+from ..core.settings import Settings
 from ..core.shape import Shape
 from ..delays import DelayModel
 from ..stream import StreamTimes, genie_iteration_time, serve_in_order

@@ -208,7 +208,8 @@ class Failing(Ridge):
 def bare_master(comm, job, code, observers=None):
     """A Master over a Session of ``code`` with no options (the workers are started apart)."""
     from mpicoded.core.observers import Observers
-    from mpicoded.core.session import Session, Settings
+    from mpicoded.core.session import Session
+    from mpicoded.core.settings import Settings
     from mpicoded.delays import DelayModel
     from mpicoded.runtime.master import Master
 

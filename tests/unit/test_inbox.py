@@ -10,14 +10,7 @@ import numpy as np
 import pytest
 
 from mpicoded.core.inbox import Inbox
-from mpicoded.core.protocol import (
-    Message,
-    Tag,
-    pack_assign,
-    pack_control,
-    pack_iterate,
-    unpack,
-)
+from mpicoded.core.protocol import Message, Tag, pack_assign, pack_control, pack_iterate, unpack
 
 
 class FakeMaster:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mpicoded.core.layouts import LAYOUTS, Size
 from mpicoded.core.protocol import (
-    LAYOUTS,
     TRACE_FIELDS,
     Message,
-    Size,
     Tag,
     ack_fields,
     assign_fields,
@@ -19,16 +18,10 @@ from mpicoded.core.protocol import (
     pack_clock,
     pack_control,
     pack_iterate,
-    pack_part,
     pack_progress,
-    pack_reduce,
     pack_result,
     pack_trace,
-    part_value,
     progress_fields,
-    reduce_fields,
-    relay_children,
-    relay_of,
     result_fields,
     result_trace,
     run_ids,
@@ -36,6 +29,14 @@ from mpicoded.core.protocol import (
     unpack,
 )
 from mpicoded.core.trace import DROPPED, PURGED, SENT, TraceEntry
+from mpicoded.core.tree_messages import (
+    pack_part,
+    pack_reduce,
+    part_value,
+    reduce_fields,
+    relay_children,
+    relay_of,
+)
 
 ENTRIES = [TraceEntry(0, 1, 0, 4, 10.5, 11.25, 3, DROPPED),
            TraceEntry(0, 2, 0, 8, 12.0, 12.5, 7, SENT)]

@@ -8,7 +8,7 @@ from sessions import Driver, of
 
 from mpicoded.codes import make_code
 from mpicoded.core import events as ev
-from mpicoded.core.protocol import relay_children
+from mpicoded.core.tree_messages import relay_children
 
 
 def relayed(code, **settings):

@@ -1,0 +1,69 @@
+"""The messages of the relay and reduce trees: an ITERATE's forwarding order, REDUCE (what a
+worker sums and where it sends the sum) and PART (a partial sum); laid out as ``LAYOUTS`` says."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .protocol import HEADER, Message, pack, put_values
+
+RELAY_FAN_OUT = 2  # the ranks each forwards an ITERATE to (rank 0 too)
+
+
+def relay_of(msg: Message) -> tuple[int, ...]:
+    """The relay order of an ITERATE (none: rank 0 sent it to each rank)."""
+    offsets = msg.payload[msg.count : msg.count + msg.task]
+    start = msg.count + msg.task + (int(offsets[-1]) if len(offsets) else 0)
+    return tuple(msg.payload[start:].astype(np.int64).tolist())
+
+
+def relay_children(order: Sequence[int], rank: int) -> tuple[int, ...]:
+    """The ranks ``rank`` forwards to in relay ``order`` (-1 or 0 for rank 0: the first)."""
+    if rank <= 0:
+        return tuple(order[:RELAY_FAN_OUT])
+    if rank not in order:
+        return ()
+    p = list(order).index(rank)
+    return tuple(order[RELAY_FAN_OUT * (p + 1) : RELAY_FAN_OUT * (p + 2)])
+
+
+def pack_reduce(job: int, iteration: int, epoch: int, attempt: int, parent: int,
+                terms: Sequence[tuple[int, float]], children: Sequence[int]) -> np.ndarray:
+    """REDUCE (laid out as ``LAYOUTS`` says): which of its values a worker sums, with what
+    coefficients, whose PARTs it adds, and where the sum goes."""
+    keys = np.array([t for t, _ in terms], dtype=np.float64)
+    coefs = np.array([c for _, c in terms], dtype=np.float64)
+    return pack(job, iteration, epoch, attempt, parent, keys, coefs,
+                np.asarray(children, dtype=np.float64))
+
+
+def reduce_fields(msg: Message) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
+    """A REDUCE's terms (value key, coefficient) and children's ranks; its parent is
+    ``msg.worker``, its attempt ``msg.task``."""
+    n = msg.count
+    keys = msg.payload[:n].astype(np.int64).tolist()
+    coefs = msg.payload[n : 2 * n].tolist()
+    children = tuple(msg.payload[2 * n :].astype(np.int64).tolist())
+    return tuple(zip(keys, coefs, strict=True)), children
+
+
+def pack_part(job: int, iteration: int, epoch: int, attempt: int, worker: int,
+              value: np.ndarray, half: bool = False,
+              out: Callable[[int], np.ndarray] = np.empty) -> np.ndarray:
+    """PART (laid out as ``LAYOUTS`` says): a partial sum, float32 two a slot if ``half``."""
+    n = value.size
+    half = half and n > 1
+    slots = (n + 1) // 2 if half else n
+    buf = out(HEADER + slots)
+    buf[:HEADER] = (job, iteration, epoch, attempt, worker, n)
+    put_values(buf[HEADER:], value, half)
+    return buf
+
+
+def part_value(msg: Message) -> np.ndarray:
+    """A PART's sum: a view of the message, float32 where it travels so."""
+    if len(msg.payload) < msg.count:
+        return msg.payload.view(np.float32)[: msg.count]
+    return msg.payload[: msg.count]

@@ -228,7 +228,8 @@ class RunOptions:
     relay: str = option(
         "auto", "how θ reaches the workers: on, rank 0 sends each ITERATE to two workers and "
         "each forwards it to two more before it computes (the workers that finished the last "
-        "round first nearest rank 0); off, rank 0 sends it to each. Default auto: on where θ is "
+        "round first nearest rank 0; θ crosses into each other node once, to its first rank); "
+        "off, rank 0 sends it to each. Default auto: on where θ is "
         "1 MB or more and a worker is on another node than rank 0", RUNTIME,
         choices=("auto", "on", "off"))
     threads: int = option(

@@ -53,6 +53,7 @@ class Plan:
     metrics: TextIO | None
     fingerprint: str
     callbacks: Sequence[Callable[..., Any]] = ()
+    nodes: tuple[int, ...] = ()  # each comm rank's node (``runtime.waits.nodes``); (): unknown
 
 
 
@@ -179,11 +180,12 @@ def tolerance_partitions(fraction: float, code: Code) -> int:
 
 
 def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool = False,
-             callbacks: Sequence[Callable[..., Any]] = (), apart: bool = False) -> Plan:
+             callbacks: Sequence[Callable[..., Any]] = (), nodes: tuple[int, ...] = ()) -> Plan:
     """Check the options for ``n_workers`` workers, build the code and code ``user_job`` (its
     data is read here); UsageError on user errors. ``append``: a new master after a failover
-    goes on writing the metrics file. ``callbacks`` ride along in the plan. ``apart``: some
-    worker is on another node than rank 0 (``--relay``, ``--reduce`` auto)."""
+    goes on writing the metrics file. ``callbacks`` ride along in the plan. ``nodes``: each
+    comm rank's node (some on another than rank 0's: ``--relay``, ``--reduce`` auto)."""
+    apart = any(n != nodes[0] for n in nodes)
     if n_workers < 1:
         raise UsageError("mpicoded needs at least 2 MPI ranks (a master and a worker): "
                          f"{launch_hint()}")
@@ -270,7 +272,7 @@ def plan_run(user_job: object, given: RunOptions, n_workers: int, append: bool =
         except OSError as exc:
             raise UsageError(f"--metrics {opts.metrics}: cannot be written: {exc.strerror}") from None
     return Plan(opts, code, job, delay, tolerance, splitter, arrivals_s, kill_at, resume, metrics,
-                fingerprint, tuple(callbacks))
+                fingerprint, tuple(callbacks), tuple(nodes))
 
 
 def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,

@@ -83,7 +83,7 @@ def settings_line(s: Settings, shape: dict[str, Any]) -> dict[str, Any]:
         "loss_every": s.loss_every, "checkpoint_every": s.checkpoint_every,
         "iteration_timeout": s.iteration_timeout, "trace": s.trace, "run_rows": s.run_rows,
         "linger": s.linger, "eval_every": s.eval_every, "reduce": s.reduce, "relay": s.relay,
-        "value_size": s.value_size,
+        "value_size": s.value_size, "nodes": list(s.nodes),
         "adopt": None if s.adopt is None else plain(s.adopt),
         "splitter": None if split is None else {
             "kind": split.kind, "gamma": split.gamma,
@@ -110,7 +110,8 @@ def settings_from(line: dict[str, Any]) -> Settings:
                     s["purge"], s["iterations"], s["jobs"], resume, s["loss_every"],
                     s["checkpoint_every"], s["iteration_timeout"], splitter, s["trace"], adopt,
                     s.get("run_rows", 0), s.get("linger", False), s.get("eval_every"),
-                    s.get("reduce", False), s.get("relay", False), s.get("value_size", 0))
+                    s.get("reduce", False), s.get("relay", False), s.get("value_size", 0),
+                    tuple(s.get("nodes", ())))
 
 
 class EventLog:

@@ -200,15 +200,15 @@ class Settle:
 @dataclass(frozen=True)
 class Iterate:
     """Send (job, iteration) of ``epoch`` with ``theta`` to every rank of ``lists``, each its
-    ordered task list; ``relay``: the ranks forward it to each other in this order (rank 0
-    sends it to the first two), or none: rank 0 sends it to each."""
+    ordered task list; ``relay``: (rank, its parent) pairs, each rank forwarding it to those
+    whose parent it is (``trees.py``; 0: rank 0's), or none: rank 0 sends it to each."""
 
     job: int
     iteration: int
     epoch: int
     lists: tuple[tuple[int, tuple[int, ...]], ...]
     theta: np.ndarray = field(compare=False, repr=False)
-    relay: tuple[int, ...] = ()
+    relay: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,9 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         payload=(Section("θ", Size.COUNT),
                  Section("offsets: where each comm rank's list starts", Size.TASK),
                  Section("task lists, back to back", Size.LAST),
-                 Section("the relay: the ranks that forward θ to each other, in order (rank 0 "
-                         "sends it to the first two, the rank at place p to those at 2p + 2 and "
-                         "2p + 3); none: rank 0 sends it to each", Size.REST))),
+                 Section("the relay: (rank, its parent) pairs; each rank forwards θ to those "
+                         "whose parent it is (0: rank 0 sends it to those); none: rank 0 sends "
+                         "it to each", Size.REST))),
     Tag.RESULT: Layout(
         _TO_MASTER, "one or more finished tasks of one iteration, with the trace entries since "
         "the worker's last message", key=True, worker=_SENDER, task="trace entries",

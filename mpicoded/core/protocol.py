@@ -98,20 +98,20 @@ def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
                  tasks: Mapping[int, Sequence[int]], epoch: int = 0, half: bool = False,
                  out: Callable[[int], np.ndarray] = np.empty,
-                 relay: Sequence[int] = ()) -> np.ndarray:
+                 relay: Sequence[tuple[int, int]] = ()) -> np.ndarray:
     """ITERATE (laid out as ``LAYOUTS`` says), one buffer for every worker of the iteration;
     ``tasks`` maps comm rank to its task ids. ``half``: θ as float32, two values a slot (a job
     whose θ is a float32 model's parameters loses nothing); ``out(slots)``: the buffer;
-    ``relay``: the ranks that forward it, in order."""
+    ``relay``: (rank, its parent) pairs of the ranks that forward it."""
     offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
     n = theta.size
     half = half and n > 1  # one value in one slot either way: float64 says it
     slots = (n + 1) // 2 if half else n
-    buf = out(HEADER + slots + lists.size + len(relay))
+    buf = out(HEADER + slots + lists.size + 2 * len(relay))
     buf[:HEADER] = (job, iteration, epoch, offsets, n, slots)
     put_values(buf[HEADER : HEADER + slots], np.ravel(theta), half)  # θ may be a column
     buf[HEADER + slots : HEADER + slots + lists.size] = lists
-    buf[HEADER + slots + lists.size :] = relay
+    buf[HEADER + slots + lists.size :] = [x for pair in relay for x in pair]
     return buf
 
 

@@ -1,8 +1,8 @@
 """The Session's sums formed by the workers (pure): where results are large, the workers keep
 their values and rank 0 keeps every decision. Once the round decodes from ids alone, the
 Session names each value's coefficient (``Decoder.combination``) and the tree the workers add
-them up along (those that finished first nearest rank 0, ``FAN_IN`` children a rank), so rank
-0 takes in ``FAN_IN`` sums, not every result. A death re-plans the sum from the living's
+them up along (``trees.py``: those that finished first nearest rank 0, a node's ranks below
+its leader), so rank 0 takes in a few sums, not every result. A death re-plans the sum from the living's
 values (a re-code if they no longer decode); a sum overdue is asked again of every
 contributor directly (a star: rank 0 then sees who is late), and one still missing after
 that is left out where the others decode without it.
@@ -17,23 +17,13 @@ import numpy as np
 
 from .events import Instruction, Log, PartArrived, Purge, Reduce, WakeAt
 from .round import Reducing, Round
+from .trees import tree
 
 if TYPE_CHECKING:
     from .session import Session
 
-FAN_IN = 2  # the sums a rank of the tree adds to its own (rank 0 too)
 OVERDUE = 4.0  # a sum is asked again after this many times the round's compute time,
 OVERDUE_MIN_S = 1.0  # and not sooner than this
-
-
-def tree(order: list[int], fan_in: int = FAN_IN) -> dict[int, tuple[int, tuple[int, ...]]]:
-    """Each rank of ``order`` (the first nearest rank 0): its parent (0: rank 0) and its
-    children, ``fan_in`` a rank, level by level."""
-    out = {}
-    for p, rank in enumerate(order):
-        parent = 0 if p < fan_in else order[p // fan_in - 1]
-        out[rank] = (parent, tuple(order[fan_in * (p + 1): fan_in * (p + 2)]))
-    return out
 
 
 class Reduction:
@@ -62,7 +52,7 @@ class Reduction:
             terms.setdefault(worker, []).append((sent, coef))
         order = sorted(terms, key=lambda w: (max(rnd.arrivals.get(w, [0.0])), w))
         ranks = [s.ranks.rank(w) for w in order]
-        shape = ({r: (0, ()) for r in ranks} if star else tree(ranks))
+        shape = ({r: (0, ()) for r in ranks} if star else tree(ranks, s.nodes))
         left_out = sorted(set(red.plan) - set(ranks))
         red.attempt += 1
         red.plan = {s.ranks.rank(w): tuple(terms[w]) for w in order}

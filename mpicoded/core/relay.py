@@ -1,6 +1,7 @@
 """θ relayed by the workers (pure): where θ is large, rank 0 sends an ITERATE to two workers
 and each forwards it to two more before it computes, so rank 0 sends two copies whatever the
-number of workers. The Session orders the relay by how soon each worker finished the last
+number of workers (four where ranks share nodes: two to other nodes' first ranks, two within
+its own; ``trees.py``). The Session orders the relay by how soon each worker finished the last
 round (the first nearest rank 0, those silent in it at the leaves: nobody waits on a straggler
 to forward), and sends θ directly to the ranks still silent once the round is overdue (a
 relaying rank frozen or slow) or a relaying rank dies.

@@ -62,7 +62,7 @@ class Round:
     reducing: Reducing | None = None
     # θ relayed (``Iterate.relay``): the order, each rank's list as sent, and when the ranks
     # still silent are sent θ directly (a relaying rank frozen or slow); None: done
-    relay: tuple[int, ...] = ()
+    relay: tuple[tuple[int, int], ...] = ()  # (rank, its parent)
     relay_lists: dict[int, tuple[int, ...]] = field(default_factory=dict)
     relay_due: float | None = None
 

@@ -51,6 +51,7 @@ from .reduction import Reduction
 from .round import Round
 from .settings import Settings
 from .stream import Stream
+from .trees import tree
 
 
 class Session:
@@ -63,6 +64,7 @@ class Session:
         self.ranks = WorkerRanks.first(s.code.n_workers)
         self.epoch = 0
         self.live = set(range(s.code.n_workers))
+        self.nodes = dict(enumerate(s.nodes)) or None  # comm rank -> node, for the trees
         self._cut(s.pieces)
         self.round: Round | None = None
         self.held: list[Purge] = []  # the last decode's purges, not sent yet
@@ -197,7 +199,9 @@ class Session:
         rank = self.ranks.rank
         out: list[Instruction] = [p for p in held if self.ranks.index(p.rank) not in outstanding]
         if self.settings.relay and len(outstanding) >= 3:
-            rnd.relay = tuple(rank(w) for w in relay.order(sorted(outstanding), previous))
+            shape = tree([rank(w) for w in relay.order(sorted(outstanding), previous)],
+                         self.nodes)
+            rnd.relay = tuple((r, parent) for r, (parent, _) in shape.items())
             rnd.relay_lists = {rank(w): lists[w] for w in outstanding}
             rnd.relay_due = relay.due(now, previous)
         out.append(Iterate(job, iteration, self.epoch,
@@ -311,7 +315,7 @@ class Session:
         if (rnd is not None and not rnd.done and rnd.relay_due is not None
                 and event.now >= rnd.relay_due):  # the ranks still silent: θ directly
             rnd.relay_due = None
-            out += relay.resend(self, rnd, list(rnd.relay))
+            out += relay.resend(self, rnd, [r for r, _ in rnd.relay])
         if (rnd is not None and not rnd.done and work is not None and rnd.wake is not None
                 and event.now >= rnd.wake):
             out += self._gives(work.hand_over(rnd, self.live, event.now))

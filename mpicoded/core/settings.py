@@ -70,3 +70,6 @@ class Settings:
     # the entries of a result's value: runs of pieces are longer where it is large
     # (``piecelist.run_rows``; a re-code cuts new ones)
     value_size: int = 0
+    # each comm rank's node (rank 0's first), which the relay and reduce trees follow
+    # (``trees.py``); empty: not known, a node each
+    nodes: tuple[int, ...] = ()

@@ -9,24 +9,19 @@ import numpy as np
 
 from .protocol import HEADER, Message, pack, put_values
 
-RELAY_FAN_OUT = 2  # the ranks each forwards an ITERATE to (rank 0 too)
 
-
-def relay_of(msg: Message) -> tuple[int, ...]:
-    """The relay order of an ITERATE (none: rank 0 sent it to each rank)."""
+def relay_of(msg: Message) -> tuple[tuple[int, int], ...]:
+    """The relay of an ITERATE: (rank, its parent) pairs (none: rank 0 sent it to each rank)."""
     offsets = msg.payload[msg.count : msg.count + msg.task]
     start = msg.count + msg.task + (int(offsets[-1]) if len(offsets) else 0)
-    return tuple(msg.payload[start:].astype(np.int64).tolist())
+    flat = msg.payload[start:].astype(np.int64).tolist()
+    return tuple(zip(flat[::2], flat[1::2], strict=True))
 
 
-def relay_children(order: Sequence[int], rank: int) -> tuple[int, ...]:
-    """The ranks ``rank`` forwards to in relay ``order`` (-1 or 0 for rank 0: the first)."""
-    if rank <= 0:
-        return tuple(order[:RELAY_FAN_OUT])
-    if rank not in order:
-        return ()
-    p = list(order).index(rank)
-    return tuple(order[RELAY_FAN_OUT * (p + 1) : RELAY_FAN_OUT * (p + 2)])
+def relay_children(relay: Sequence[tuple[int, int]], rank: int) -> tuple[int, ...]:
+    """The ranks ``rank`` forwards to in ``relay`` (-1 or 0 for rank 0)."""
+    rank = max(rank, 0)
+    return tuple(r for r, parent in relay if parent == rank)
 
 
 def pack_reduce(job: int, iteration: int, epoch: int, attempt: int, parent: int,

@@ -121,16 +121,16 @@ def run(job: AnyJob, comm: MPI.Intracomm | None = None,
     set_rank(rank)
     if opts.threads:
         limit_blas_threads(opts.threads)
-    from .waits import apart, end_waits, set_wait
+    from .waits import end_waits, nodes, set_wait
 
-    spread = apart(comm)  # rank 0's bytes cross a network: --relay and --reduce pay sooner
+    where = nodes(comm)  # rank 0's bytes cross a network: --relay and --reduce pay sooner
     set_wait(opts.wait, comm)
     result: RunResult | None
     try:
         if comm.Get_rank() == 0:
-            result = _master(comm, job, opts, callbacks, spread)
+            result = _master(comm, job, opts, callbacks, where)
         else:
-            result = _worker(comm, job, opts, callbacks, spread)
+            result = _worker(comm, job, opts, callbacks, where)
     finally:
         end_waits()
     if duplicated and not ft_enabled() and not free_later(comm):  # under ULFM one with dead
@@ -199,10 +199,10 @@ def _tell_workers(comm: MPI.Intracomm, message: object) -> None:
 
 
 def _master(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
-            callbacks: Callbacks, spread: bool) -> RunResult:
+            callbacks: Callbacks, where: tuple[int, ...]) -> RunResult:
     dashboard = None
     try:
-        plan = plan_run(job, opts, comm.Get_size() - 1, callbacks=callbacks, apart=spread)
+        plan = plan_run(job, opts, comm.Get_size() - 1, callbacks=callbacks, nodes=where)
         if opts.dashboard is not None:
             dashboard = _start_dashboard(plan, opts.dashboard)
     except NothingToDo:
@@ -241,7 +241,7 @@ def _start_dashboard(plan: Plan, port: int) -> Dashboard:
 
 
 def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
-            callbacks: Callbacks, spread: bool) -> RunResult | None:
+            callbacks: Callbacks, where: tuple[int, ...]) -> RunResult | None:
     """Serve the master; under ULFM, when it dies, fail over: serve the new one, or become it
     (and return the run's result). Without ULFM a dead master ends the run (MasterDied)."""
     from ..core.setup import WorkerSetup
@@ -274,13 +274,13 @@ def _worker(comm: MPI.Intracomm, job: AnyJob, opts: RunOptions,
             raise MasterDied(f"rank {world_rank}: the master is unreachable and so are most "
                              "of the run's ranks; these cannot elect a master")
         if outcome.is_master:
-            return _take_over(outcome, job, opts, callbacks, failovers, spread)
+            return _take_over(outcome, job, opts, callbacks, failovers, where)
         if worker is not None:
             worker.rebind(comm)
 
 
 def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Callbacks,
-               failovers: int, spread: bool) -> RunResult:
+               failovers: int, where: tuple[int, ...]) -> RunResult:
     """The new master: plan again (the same options, the metrics appended to), adopt the
     survivors and go on from the newest iteration someone holds theta for (a job with a state
     of its own: from the newest checkpoint, which holds that state too)."""
@@ -288,7 +288,7 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
 
     comm = outcome.comm
     plan = plan_run(job, opts, outcome.world_size - 1, append=True,  # the first code
-                    callbacks=callbacks, apart=spread)
+                    callbacks=callbacks, nodes=tuple(where[h.world_rank] for h in outcome.held))
     survivors = {h.world_rank: rank for rank, h in enumerate(outcome.held) if rank > 0}
     epochs = {h.epoch for h in outcome.held[1:]}
     point = outcome.resume_point()
@@ -306,9 +306,9 @@ def _take_over(outcome: Failover, job: AnyJob, opts: RunOptions, callbacks: Call
                            "the newest checkpoint, which keeps it")
     # workers without a set-up, or holding a re-code's (epoch > 0) data, get new set-ups
     recode = epochs != {0}
-    where = f"job {resume.job} iteration {resume.iteration}" if resume else "the start"
+    start = f"job {resume.job} iteration {resume.iteration}" if resume else "the start"
     logger.warning("the master died; rank %d took over (%d workers) and goes on from %s",
-                   outcome.held[0].world_rank, len(survivors), where)
+                   outcome.held[0].world_rank, len(survivors), start)
     if plan.metrics is not None:
         # iterations done whose records died with the old master (it writes iteration t's
         # after sending t + 1 out, or t + 2 when the loss comes decoded with the next one)

@@ -101,7 +101,7 @@ def _settings(plan: Plan, resume: Checkpoint | None, adopt: Adopt | None) -> Set
         run_rows=run_rows(chunk_rows, plan.delay.sleeps, job.result_size)
         if opts.partial == "on" else 0, value_size=job.result_size,
         linger=not ft_enabled() and opts.iteration_timeout is None, reduce=opts.reduce == "on",
-        relay=opts.relay == "on",
+        relay=opts.relay == "on", nodes=plan.nodes,
         eval_every=opts.eval_every if opts.eval_every is not None else
         0 if job.evaluates else None)
 

@@ -35,18 +35,18 @@ def node_load(comm: MPI.Comm) -> tuple[int, int, bool]:
         node.Free()
 
 
-def apart(comm: MPI.Intracomm) -> bool:
-    """Whether some rank of ``comm`` runs on another node than rank 0 (its messages to rank
-    0 cross a network, not memory). Collective over ``comm``, waiting inside MPI with its
-    own yield on (ranks spinning in a collective on shared cores starve the late ones: under
-    ULFM, past the heartbeat's deadline)."""
+def nodes(comm: MPI.Intracomm) -> tuple[int, ...]:
+    """Each rank's node, as the lowest rank of ``comm`` on it (rank 0's: 0; a rank on another
+    node's messages to rank 0 cross a network, not memory). Collective over ``comm``, waiting
+    inside MPI with its own yield on (ranks spinning in a collective on shared cores starve the
+    late ones: under ULFM, past the heartbeat's deadline)."""
     with blocking_mpi():
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)
         try:
-            with_master = node.allreduce(comm.Get_rank() == 0, op=MPI.LOR)
+            lowest = node.allreduce(comm.Get_rank(), op=MPI.MIN)
         finally:
             node.Free()
-        return not comm.allreduce(with_master, op=MPI.LAND)
+        return tuple(comm.allgather(lowest))
 
 
 def set_wait(mode: str, comm: MPI.Comm | None = None) -> str:

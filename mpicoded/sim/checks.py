@@ -6,7 +6,7 @@ cyclic whole tasks), stragglers (none, one or two fixed, a moving one, 20 or 200
 short random stalls), the latency, a 30- or 8-iteration run, the master's hold-back of a large
 theta, up to two deaths or a frozen worker at random moments (timed out, or frozen to the end),
 whether the workers add up the decoded sum (``--reduce``) or send every value to rank 0, and
-whether they relay θ to each other (``--relay``).
+whether they relay θ to each other (``--relay``), and whether the ranks share three nodes.
 """
 
 from __future__ import annotations
@@ -73,9 +73,12 @@ def scenario(seed: int) -> Model:
     timeout = 5000.0 if freezes and rng.random() < 0.5 else None
     reduce = bool(rng.random() < 0.5)  # the workers add up the sum
     relay = bool(rng.random() < 0.5)  # and forward θ to each other
+    # ranks dealt round three nodes: the trees go through each node's first rank
+    nodes = tuple(r % 3 for r in range(n + 1)) if rng.random() < 0.5 else ()
     return Model(code, seed, speeds, pieces=pieces, iterations=iterations, latency=latency,
                  deaths=deaths, freezes=freezes, timeout=timeout, flush=flush,
-                 hold_back=hold_back, run_rows=run_rows, reduce=reduce, relay=relay)
+                 hold_back=hold_back, run_rows=run_rows, reduce=reduce, relay=relay,
+                 nodes=nodes)
 
 
 def check(seed: int) -> Model:

@@ -50,7 +50,7 @@ class Model(Workers):
                  deaths: tuple[tuple[float, int], ...] = (), freezes: tuple[tuple[float, int], ...]
                  = (), timeout: float | None = None, flush: float = 0.0,
                  hold_back: bool = False, run_rows: int = 0, reduce: bool = False,
-                 relay: bool = False) -> None:
+                 relay: bool = False, nodes: tuple[int, ...] = ()) -> None:
         self.rng = np.random.default_rng(seed)
         k = code.n_partitions
         n_rows = rows * k
@@ -61,7 +61,7 @@ class Model(Workers):
         self.session = Session(Settings(code, self.work, cut, chunk, iterations=iterations,
                                         loss_every=0, iteration_timeout=timeout,
                                         run_rows=run_rows, linger=timeout is None,
-                                        reduce=reduce, relay=relay))
+                                        reduce=reduce, relay=relay, nodes=nodes))
         self.iterations, self.speeds, self.latency, self.flush = iterations, speeds, latency, \
             flush
         self.workers = {r: ModelWorker(r) for r in range(1, code.n_workers + 1)}

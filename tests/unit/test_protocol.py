@@ -134,13 +134,14 @@ def test_a_float32_theta_takes_half_the_slots_and_comes_back_exact(n):
     assert np.shares_memory(got, half)
 
 
-def test_the_relay_order_gives_each_rank_the_ranks_it_forwards_to():
-    """Rank 0 sends to the first two of the order; the rank at place p forwards to those at
-    2p + 2 and 2p + 3; a rank outside the order, and an ITERATE without one, forward to none."""
+def test_the_relay_gives_each_rank_the_ranks_it_forwards_to():
+    """Each rank forwards to those whose parent it is (0: rank 0's); a rank outside the relay,
+    and an ITERATE without one, forward to none."""
+    relay = ((4, 0), (2, 0), (6, 4), (1, 4), (5, 2), (3, 2))
     msg = unpack(Tag.ITERATE, pack_iterate(0, 1, THETA, {r: (r,) for r in range(1, 7)},
-                                           relay=(4, 2, 6, 1, 5, 3)))
+                                           relay=relay))
     order = relay_of(msg)
-    assert order == (4, 2, 6, 1, 5, 3) and iterate_fields(msg, 5)[0] == (5,)
+    assert order == relay and iterate_fields(msg, 5)[0] == (5,)
     assert [relay_children(order, r) for r in (0, 4, 2, 6, 1, 5, 3)] == [
         (4, 2), (6, 1), (5, 3), (), (), (), ()]
     assert relay_children(order, 7) == ()
@@ -203,9 +204,9 @@ THETA = np.linspace(-1, 1, 9)
 VALUES = [np.arange(5.0), np.arange(5.0) * 2]
 # A message of every float64 kind, what its used header slots hold and its sections in order.
 WIRE = [
-    (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2, relay=(3, 1)),
+    (Tag.ITERATE, pack_iterate(3, 41, THETA, {1: (4, 0, 7), 3: (2,)}, epoch=2, relay=((3, 0), (1, 3))),
      {"job": 3, "iteration": 41, "epoch": 2, "worker": 9, "task": 5, "count": 9},
-     [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2], [3, 1]]),
+     [THETA, [0, 0, 3, 3, 4], [4, 0, 7, 2], [3, 0, 1, 3]]),
     (Tag.RESULT, pack_result(3, 41, 6, [8, 9], VALUES, epoch=2, trace=ENTRIES),
      {"job": 3, "iteration": 41, "epoch": 2, "worker": 6, "task": 2, "count": 2},
      [[8, 9], np.concatenate(VALUES), np.ravel(ENTRIES)]),

@@ -11,14 +11,6 @@ from sessions import Decodes, Driver, of
 from mpicoded.codes import make_code
 from mpicoded.codes.partial import cut_rows
 from mpicoded.core import events as ev
-from mpicoded.core.reduction import tree
-
-
-def test_the_tree_puts_the_first_ranks_nearest_rank_0():
-    assert tree([5, 2, 7, 1, 3, 6]) == {5: (0, (7, 1)), 2: (0, (3, 6)), 7: (5, ()),
-                                        1: (5, ()), 3: (2, ()), 6: (2, ())}
-    assert tree([4]) == {4: (0, ())}
-    assert tree([1, 2, 3], fan_in=1) == {1: (0, (2,)), 2: (1, (3,)), 3: (2, ())}
 
 
 def reducing(code, **settings):

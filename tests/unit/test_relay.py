@@ -23,15 +23,17 @@ def test_the_first_round_goes_in_rank_order_and_the_next_by_how_the_last_went():
     code = make_code("gfrc", 6, stragglers=1)
     d, out = relayed(code)
     first = of(out, ev.Iterate)[0]
-    assert first.relay == (1, 2, 3, 4, 5, 6) and relay_children(first.relay, 0) == (1, 2)
+    assert first.relay == ((1, 0), (2, 0), (3, 1), (4, 1), (5, 2), (6, 2))
+    assert relay_children(first.relay, 0) == (1, 2)
     assert of(out, ev.WakeAt)[0].at == 10.0  # no compute measured yet
     out = []
     for now, w in [(1.0, 4), (2.0, 2), (3.0, 0), (4.0, 3), (5.0, 1)]:
         out = d.result(w, list(code.schedule[w]), now=now) or out
     nxt = of(out, ev.Iterate)[0]
-    assert nxt.iteration == 1 and set(nxt.relay) == set(range(1, 7))
-    assert nxt.relay[-1] == 6  # worker 5: silent in the last round
-    assert list(nxt.relay[:3]) == [5, 3, 1]  # finished first, second, third
+    ranks = [r for r, _ in nxt.relay]
+    assert nxt.iteration == 1 and sorted(ranks) == list(range(1, 7))
+    assert ranks[-1] == 6  # worker 5: silent in the last round
+    assert ranks[:3] == [5, 3, 1]  # finished first, second, third
 
 
 def test_a_round_overdue_sends_theta_directly_to_the_ranks_still_silent():
@@ -52,8 +54,17 @@ def test_a_relaying_ranks_death_sends_theta_to_those_below_it_that_are_silent():
     and 8 that have sent nothing are sent θ directly."""
     code = make_code("gfrc", 8, stragglers=2)
     d, out = relayed(code)
-    assert of(out, ev.Iterate)[0].relay == tuple(range(1, 9))
+    assert [r for r, _ in of(out, ev.Iterate)[0].relay] == list(range(1, 9))
     d.result(2, list(code.schedule[2]), now=1.0)  # rank 3 has it
     out = d.lose(0, now=2.0)
     again = of(out, ev.Iterate)
     assert len(again) == 1 and [r for r, _ in again[0].lists] == [4, 7, 8]
+
+
+def test_ranks_on_other_nodes_get_theta_through_their_nodes_first_rank():
+    """Three nodes of three ranks (rank 0's node: ranks 0, 3, 6): θ crosses each network link
+    once, to the first rank of each other node, which hands it on within its node."""
+    code = make_code("uncoded", 8)
+    d, out = relayed(code, nodes=(0, 1, 2, 0, 1, 2, 0, 1, 2))
+    relay = dict(of(out, ev.Iterate)[0].relay)
+    assert relay == {1: 0, 2: 0, 3: 0, 6: 0, 4: 1, 7: 1, 5: 2, 8: 2}

@@ -222,15 +222,15 @@ class RunOptions:
         "auto", "where a gradient job's results are added up (a job coded on its results, a sum "
         "target): on, the workers keep their values and sum the decoded combination along a "
         "tree, rank 0 naming the coefficients and taking in two sums; off, every result goes "
-        "to rank 0. Default auto: on where a result is 1 MB or more and a worker is on another "
+        "to rank 0. Default auto: on where a result is 4 MB or more and a worker is on another "
         "node than rank 0, 16 MB or more on one node", RUNTIME,
         choices=("auto", "on", "off"))
     relay: str = option(
         "auto", "how θ reaches the workers: on, rank 0 sends each ITERATE to two workers and "
         "each forwards it to two more before it computes (the workers that finished the last "
         "round first nearest rank 0; θ crosses into each other node once, to its first rank); "
-        "off, rank 0 sends it to each. Default auto: on where θ is "
-        "1 MB or more and a worker is on another node than rank 0", RUNTIME,
+        "off, rank 0 sends it to each. Default auto: on where θ is 4 MB or more and a worker is "
+        "on another node than rank 0", RUNTIME,
         choices=("auto", "on", "off"))
     threads: int = option(
         1, "BLAS/OpenMP threads a rank (numpy's matrix products): default 1, right when ranks "

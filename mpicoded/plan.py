@@ -296,8 +296,9 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
 
 # --reduce / --relay auto: where a result, or θ, is this large the workers carry the bytes;
 # on one node (rank 0's "link" is memory, copied by the receivers in parallel) a result must
-# be larger still, and θ is never relayed (measured on 7 ranks: docs/benchmarks.md)
-NETWORK_BYTES = 1 << 20
+# be larger still, and θ is never relayed (measured on 7 ranks and across network namespaces:
+# docs/benchmarks.md)
+NETWORK_BYTES = 4 << 20
 ONE_NODE_BYTES = 16 << 20
 
 

@@ -14,6 +14,7 @@ from .coded_data import CodedLinear, CodedMatVec
 from .coded_results import CodedGradient
 from .kernels import MATVEC_KERNEL, gradient_kernel
 from .kinds import AnyJob, GradientJob, MatVecJob, job_name
+from .rows import is_sparse, row_arrays
 from .task import Kernel
 
 
@@ -23,6 +24,10 @@ def _code_gradient(job: GradientJob, code: Code, batch_size: int, batch_seed: in
     results = CodedGradient(job, code, None, batch_size, batch_seed)
     if not job.linear or results.remote or batch_size:
         return results
+    arrays = row_arrays(results.parts[0]) if results.parts else None
+    dense = arrays is not None and not any(is_sparse(a) for a in arrays)
+    if dense and int(job.dim) ** 2 > results.entries()[0].mean():
+        return results  # a dense block's form has dim² entries: more than its rows' work
     data = CodedLinear(job, code, results.parts)
     # data coding multiplies one coded block a task, results coding every partition of its
     # support: the cheaper of the two (data, unless partitions have fewer rows than dim / d)

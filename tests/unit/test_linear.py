@@ -184,6 +184,22 @@ def test_results_coding_is_kept_where_it_is_cheaper():
     assert dense.data_coded
 
 
+def test_wide_data_is_coded_on_its_results_without_building_a_form():
+    """30 rows of 4000 features: each partition's XᵀX would be 128 MB, more than the rows'
+    work whatever the code; it is never built."""
+    import tracemalloc
+
+    user = LinReg(samples=30, features=4000, seed=1, lr=0.1)
+    _ = user.data
+    tracemalloc.start()
+    try:
+        job = coded(user, make_code("mds", 6, stragglers=2))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not job.data_coded and peak < 16 * 2**20
+
+
 def test_a_recode_chooses_the_side_again_and_the_worker_kernel_follows():
     user = LinReg(samples=600, features=5, seed=2)
     job = coded(user, make_code("frc", 6, stragglers=1))

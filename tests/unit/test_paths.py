@@ -22,8 +22,8 @@ SUM = make_code("gfrc", 6, stragglers=2)
 
 
 @pytest.mark.parametrize(("megabytes", "apart", "reduce", "relay"), [
-    (0.5, False, "off", "off"), (0.5, True, "off", "off"), (2, False, "off", "off"),
-    (2, True, "on", "on"), (8, False, "off", "off"), (32, False, "on", "off"),
+    (0.5, False, "off", "off"), (2, True, "off", "off"), (4, False, "off", "off"),
+    (4, True, "on", "on"), (8, False, "off", "off"), (32, False, "on", "off"),
     (32, True, "on", "on")])
 def test_auto_is_on_by_the_bytes_and_where_rank_0s_link_is_a_network(megabytes, apart, reduce,
                                                                       relay):

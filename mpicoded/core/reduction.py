@@ -2,10 +2,10 @@
 their values and rank 0 keeps every decision. Once the round decodes from ids alone, the
 Session names each value's coefficient (``Decoder.combination``) and the tree the workers add
 them up along (``trees.py``: those that finished first nearest rank 0, a node's ranks below
-its leader), so rank 0 takes in a few sums, not every result. A death re-plans the sum from the living's
-values (a re-code if they no longer decode); a sum overdue is asked again of every
-contributor directly (a star: rank 0 then sees who is late), and one still missing after
-that is left out where the others decode without it.
+its first), so rank 0 takes in a few sums, not every result. A death re-plans the sum from
+the living's values (a re-code if they no longer decode); a sum overdue is asked again of
+every contributor directly (a star: rank 0 then sees who is late), and one still missing
+after that is left out where the others decode without it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Reduction:
             terms.setdefault(worker, []).append((sent, coef))
         order = sorted(terms, key=lambda w: (max(rnd.arrivals.get(w, [0.0])), w))
         ranks = [s.ranks.rank(w) for w in order]
-        shape = ({r: (0, ()) for r in ranks} if star else tree(ranks, s.nodes))
+        shape = ({r: (0, ()) for r in ranks} if star else tree(ranks, s.settings.nodes))
         left_out = sorted(set(red.plan) - set(ranks))
         red.attempt += 1
         red.plan = {s.ranks.rank(w): tuple(terms[w]) for w in order}

@@ -64,7 +64,6 @@ class Session:
         self.ranks = WorkerRanks.first(s.code.n_workers)
         self.epoch = 0
         self.live = set(range(s.code.n_workers))
-        self.nodes = dict(enumerate(s.nodes)) or None  # comm rank -> node, for the trees
         self._cut(s.pieces)
         self.round: Round | None = None
         self.held: list[Purge] = []  # the last decode's purges, not sent yet
@@ -200,7 +199,7 @@ class Session:
         out: list[Instruction] = [p for p in held if self.ranks.index(p.rank) not in outstanding]
         if self.settings.relay and len(outstanding) >= 3:
             shape = tree([rank(w) for w in relay.order(sorted(outstanding), previous)],
-                         self.nodes)
+                         self.settings.nodes)
             rnd.relay = tuple((r, parent) for r, (parent, _) in shape.items())
             rnd.relay_lists = {rank(w): lists[w] for w in outstanding}
             rnd.relay_due = relay.due(now, previous)

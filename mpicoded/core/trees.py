@@ -11,20 +11,20 @@ node, or one node, it is the plain tree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 FAN = 2  # the children a rank has in either tree (rank 0: this many a kind)
 
 Tree = dict[int, tuple[int, tuple[int, ...]]]  # rank -> (its parent, 0: rank 0; its children)
 
 
-def tree(order: Sequence[int], node: Mapping[int, int] | None = None) -> Tree:
-    """Each rank of ``order``: its parent and its children. ``node``: each rank's node (rank
-    0's at 0); None or a rank missing: a node of its own."""
+def tree(order: Sequence[int], node: Sequence[int] = ()) -> Tree:
+    """Each rank of ``order``: its parent and its children. ``node``: each comm rank's node
+    (rank 0's first); a rank past its end: a node of its own."""
     groups: dict[object, list[int]] = {}
     for rank in order:
-        groups.setdefault(("node", node[rank]) if node and rank in node else rank, []).append(rank)
-    home = ("node", node[0]) if node and 0 in node else None
+        groups.setdefault(("node", node[rank]) if rank < len(node) else rank, []).append(rank)
+    home = ("node", node[0]) if node else None
     parents: dict[int, int] = {}
     _attach(parents, 0, [g[0] for key, g in groups.items() if key != home])
     _attach(parents, 0, groups.get(home, []) if home is not None else [])

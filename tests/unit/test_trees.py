@@ -19,15 +19,15 @@ def crossings(shape, node):
 def test_a_node_each_or_one_node_is_the_plain_tree():
     plain = {5: (0, (7, 1)), 2: (0, (3, 6)), 7: (5, ()), 1: (5, ()), 3: (2, ()), 6: (2, ())}
     assert tree([5, 2, 7, 1, 3, 6]) == plain
-    assert tree([5, 2, 7, 1, 3, 6], dict.fromkeys(range(8), 4)) == plain
-    assert tree([5, 2, 7, 1, 3, 6], {r: r for r in range(8)}) == plain
+    assert tree([5, 2, 7, 1, 3, 6], (4,) * 8) == plain
+    assert tree([5, 2, 7, 1, 3, 6], tuple(range(8))) == plain
     assert tree([4]) == {4: (0, ())}
 
 
 def test_each_node_is_reached_once_through_its_first_rank():
     """20 workers, ranks dealt round three nodes as ``--map-by node`` does: every other node's
     link carries θ once, rank 0's node's link twice (once to each other node)."""
-    node = {r: r % 3 for r in range(21)}
+    node = tuple(r % 3 for r in range(21))
     order = [7, 1, 14, 2, 20, 9, 3, 4, 5, 6, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19]
     shape = tree(order, node)
     assert sorted(shape) == sorted(order)

@@ -81,6 +81,7 @@ class TorchJob(GradientJob):
         self._counted: np.ndarray | None = None  # under mini-batches: the step's rows a partition
         self.placed: list[tuple[np.ndarray, np.ndarray]] = []
         self._loaded: np.ndarray | None = None  # the θ the parameters hold (``_load``)
+        self._grad: torch.Tensor | None = None  # the step's gradient: the parameters' grads
 
     def arrays(self, given: Data | Callable[[], Data] | None = None) -> tuple[np.ndarray,
                                                                              np.ndarray]:
@@ -109,8 +110,8 @@ class TorchJob(GradientJob):
         """The model's parameters from the flat vector ``theta``, copied: parameters that
         viewed it (float64) made the optimizer's step write into the caller's theta. Not
         again for the θ loaded last (every chunk and piece of a worker's iteration passes the
-        same one): a copy of the model each call, at millions of parameters. A step moves
-        the parameters, and forgets it."""
+        same one, and a step's θ from the step): a copy of the model each call, at millions
+        of parameters."""
         if theta is self._loaded:
             return
         vector = torch.tensor(np.asarray(theta), dtype=self.dtype)
@@ -198,17 +199,23 @@ class TorchJob(GradientJob):
         """One optimizer step on the mean gradient of the covered rows (divided in float64,
         then each parameter's share in its own dtype: views of one tensor, no copy each)."""
         self._load(theta)
-        grad = np.asarray(total, dtype=np.float64) / max(1, self.rows(covered))
-        flat = torch.from_numpy(grad).to(self.dtype)
+        if self._grad is None:
+            self._grad = torch.empty(self.dim, dtype=self.dtype)
+        rows = max(1, self.rows(covered))  # divided in float64, rounded once to the dtype
+        if self.dtype in (torch.float32, torch.float64):  # one pass, no temporary
+            np.divide(total, rows, out=self._grad.numpy(), casting="same_kind")
+        else:  # a dtype numpy lacks (bfloat16)
+            self._grad.copy_(torch.from_numpy(np.asarray(total, dtype=np.float64) / rows))
         start = 0
         for p in self.params:
-            p.grad = flat[start:start + p.numel()].view(p.shape)
+            p.grad = self._grad[start:start + p.numel()].view(p.shape)
             start += p.numel()
         self.optimizer.step()
-        self._loaded = None  # the parameters moved
         if self.scheduler is not None:
             self.scheduler.step()
-        return self.flat()
+        stepped = self.flat()
+        self._loaded = stepped  # what the parameters hold: the next step starts from it
+        return stepped
 
     def _states(self) -> dict[str, Any]:
         """The optimizer's and the scheduler's states, copied."""
@@ -251,6 +258,9 @@ class TorchJob(GradientJob):
 
     def flat(self) -> np.ndarray:
         """The model's parameters now, flattened (float64)."""
-        vector = torch.nn.utils.parameters_to_vector(self.params)  # a new tensor: no copy more
-        flat: np.ndarray = vector.detach().to(torch.float64).numpy()
+        flat = np.empty(self.dim)
+        into, start = torch.from_numpy(flat), 0
+        for p in self.params:  # widened as copied: one pass over each
+            into[start:start + p.numel()].copy_(p.detach().reshape(-1))
+            start += p.numel()
         return flat

@@ -214,10 +214,10 @@ def test_a_float32_model_sends_float32_and_a_float64_one_float64():
     assert (wide.result_dtype, wide.theta_dtype) == ("float64", "float64")
 
 
-def test_the_theta_loaded_last_is_not_copied_again_and_a_step_forgets_it():
+def test_the_theta_loaded_last_is_not_copied_again_and_a_step_holds_its_own():
     """Chunks of one iteration pass the same θ: it is loaded once. A step moves the
-    parameters, so the same θ after it is loaded again (its gradient is θ's, not the
-    stepped parameters')."""
+    parameters to the θ it returns, which the next step then starts from without a load; the
+    old θ after it is loaded again (its gradient is θ's, not the stepped parameters')."""
     X, y = data()
     job = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y),
                    optimizer=lambda ps: torch.optim.SGD(ps, lr=0.5, momentum=0.9))
@@ -225,6 +225,28 @@ def test_the_theta_loaded_last_is_not_copied_again_and_a_step_forgets_it():
     theta = job.theta0()
     first = job.compute(block, theta)
     assert job._loaded is theta
-    job.step(theta, first, np.arange(1))
-    assert job._loaded is None
+    stepped = job.step(theta, first, np.arange(1))
+    assert job._loaded is stepped
+    np.testing.assert_array_equal(job.flat(), stepped)
     np.testing.assert_array_equal(job.compute(block, theta), first)
+    fresh = TorchJob(mlp(), torch.nn.CrossEntropyLoss(reduction="sum"), (X, y))
+    fresh.blocks(1)
+    np.testing.assert_array_equal(job.compute(block, stepped), fresh.compute(block, stepped))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_narrow_models_gradient_is_divided_in_float64_and_rounded_once(dtype):
+    """The decoded sum (float64) over the rows, rounded once into the model's dtype: what
+    the optimizer steps with, for a dtype numpy has (float32) and one it lacks (bfloat16)."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 3).to(dtype)
+    X = np.random.default_rng(0).standard_normal((10, 4))
+    job = TorchJob(net, torch.nn.CrossEntropyLoss(reduction="sum"), (X, np.arange(10) % 3),
+                   optimizer=lambda ps: torch.optim.SGD(ps, lr=1.0))
+    job.blocks(2)
+    theta = job.theta0()
+    total = np.random.default_rng(1).standard_normal(job.dim) * 1e3 + 1 / 3
+    stepped = job.step(theta, total, np.arange(2))
+    grad = torch.from_numpy(total / 10).to(dtype)
+    want = torch.from_numpy(theta).to(dtype) - grad
+    np.testing.assert_array_equal(stepped, want.to(torch.float64).numpy())

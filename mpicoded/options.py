@@ -223,7 +223,7 @@ class RunOptions:
         "target): on, the workers keep their values and sum the decoded combination along a "
         "tree, rank 0 naming the coefficients and taking in two sums; off, every result goes "
         "to rank 0. Default auto: on where a result is 4 MB or more and a worker is on another "
-        "node than rank 0, 16 MB or more on one node", RUNTIME,
+        "node than rank 0", RUNTIME,
         choices=("auto", "on", "off"))
     relay: str = option(
         "auto", "how θ reaches the workers: on, rank 0 sends each ITERATE to two workers and "

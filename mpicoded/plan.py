@@ -294,18 +294,17 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
     return opts.partial
 
 
-# --reduce / --relay auto: where a result, or θ, is this large the workers carry the bytes;
-# on one node (rank 0's "link" is memory, copied by the receivers in parallel) a result must
-# be larger still, and θ is never relayed (measured on 7 ranks and across network namespaces:
-# docs/benchmarks.md)
+# --reduce / --relay auto: where a result, or θ, is this large and a worker is on another
+# node, the workers carry the bytes; on one node (rank 0's "link" is memory, copied by the
+# receivers in parallel, and rank 0 sums results as they arrive) neither pays (measured on 7
+# ranks and across network namespaces: docs/benchmarks.md)
 NETWORK_BYTES = 4 << 20
-ONE_NODE_BYTES = 16 << 20
 
 
 def reduce_path(opts: RunOptions, job: Coded, code: Code, apart: bool = False) -> str:
-    """--reduce settled, "on" or "off": auto is on where a result is ``NETWORK_BYTES`` or more
-    with a worker on another node, ``ONE_NODE_BYTES`` on one, and the run allows it; "on"
-    where it cannot work is refused with the fix."""
+    """--reduce settled, "on" or "off": auto is on where a result is ``NETWORK_BYTES`` or more,
+    a worker is on another node and the run allows it; "on" where it cannot work is refused
+    with the fix."""
     why = ("the job is coded on its data (its results are blocks of the target, not "
            "terms of a sum)" if job.data_coded else
            f"--code {code.name} decodes each partition (--target each), not a sum"
@@ -317,8 +316,7 @@ def reduce_path(opts: RunOptions, job: Coded, code: Code, apart: bool = False) -
     if opts.reduce != "auto":
         return opts.reduce
     size = job.result_size * (4 if job.half else 8)
-    least = NETWORK_BYTES if apart else ONE_NODE_BYTES
-    return "on" if why is None and size >= least else "off"
+    return "on" if why is None and apart and size >= NETWORK_BYTES else "off"
 
 
 def relay_path(opts: RunOptions, job: Coded, apart: bool = False) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from mpicoded.codes import make_code
 from mpicoded.options import RunOptions, UsageError
-from mpicoded.plan import NETWORK_BYTES, ONE_NODE_BYTES, reduce_path, relay_path
+from mpicoded.plan import NETWORK_BYTES, reduce_path, relay_path
 
 
 def job(values: int, half: bool = True, data_coded: bool = False) -> SimpleNamespace:
@@ -23,18 +23,17 @@ SUM = make_code("gfrc", 6, stragglers=2)
 
 @pytest.mark.parametrize(("megabytes", "apart", "reduce", "relay"), [
     (0.5, False, "off", "off"), (2, True, "off", "off"), (4, False, "off", "off"),
-    (4, True, "on", "on"), (8, False, "off", "off"), (32, False, "on", "off"),
+    (4, True, "on", "on"), (8, False, "off", "off"), (64, False, "off", "off"),
     (32, True, "on", "on")])
 def test_auto_is_on_by_the_bytes_and_where_rank_0s_link_is_a_network(megabytes, apart, reduce,
                                                                       relay):
     big = job(int(megabytes * 2**20 / 4))
     opts = RunOptions()
     assert (reduce_path(opts, big, SUM, apart), relay_path(opts, big, apart)) == (reduce, relay)
-    assert ONE_NODE_BYTES > NETWORK_BYTES
 
 
 def test_a_path_that_cannot_work_is_refused_with_the_fix_and_auto_leaves_it_off():
-    big = job(ONE_NODE_BYTES)
+    big = job(NETWORK_BYTES)
     each = make_code("mds", 6, stragglers=2)  # decodes each partition
     for why, opts, coded, code in [
             ("coded on its data", RunOptions(reduce="on"), job(10, data_coded=True), SUM),

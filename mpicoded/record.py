@@ -167,6 +167,8 @@ def data_path(record: dict[str, Any]) -> str:
     its = max(1, record["iterations"])
     how = ("results summed by the workers" if record.get("config", {}).get("reduce") == "on" else
            "every result to rank 0")
+    if record.get("board_workers"):
+        how += f"; θ on its board for the {record['board_workers']} workers on its node"
     return (f"{megabytes(record['master_bytes_in'] / its)} in, "
             f"{megabytes(record['master_bytes_out'] / its)} out an iteration ({how})")
 

@@ -64,7 +64,8 @@ LAYOUTS: Mapping[Tag, Layout] = MappingProxyType({
         _TO_WORKER, "θ and the ordered task list of one iteration, one buffer for every worker "
         "(θ packed once)", key=True, worker="θ's length", task="offsets (ranks + 1)",
         count="θ's slots: as many (float64), or half as many, rounded up (float32, two a slot, "
-        "the last padded: a job whose θ travels so)",
+        "the last padded: a job whose θ travels so); -2: θ is on rank 0's board (a worker on "
+        "its node), the section holds its slot and stamp",
         payload=(Section("θ", Size.COUNT),
                  Section("offsets: where each comm rank's list starts", Size.TASK),
                  Section("task lists, back to back", Size.LAST),

@@ -20,6 +20,7 @@ import numpy as np
 from .trace import TraceEntry
 
 HEADER = 6
+ON_BOARD = -2  # an ITERATE's θ slots where θ is on rank 0's board: its section is (slot, stamp)
 
 
 class Tag(IntEnum):
@@ -98,18 +99,23 @@ def header_key(buf: np.ndarray | bytes | memoryview) -> tuple[int, int, int]:
 def pack_iterate(job: int, iteration: int, theta: np.ndarray,
                  tasks: Mapping[int, Sequence[int]], epoch: int = 0, half: bool = False,
                  out: Callable[[int], np.ndarray] = np.empty,
-                 relay: Sequence[tuple[int, int]] = ()) -> np.ndarray:
+                 relay: Sequence[tuple[int, int]] = (),
+                 board: tuple[int, int] | None = None) -> np.ndarray:
     """ITERATE (laid out as ``LAYOUTS`` says), one buffer for every worker of the iteration;
     ``tasks`` maps comm rank to its task ids. ``half``: θ as float32, two values a slot (a job
     whose θ is a float32 model's parameters loses nothing); ``out(slots)``: the buffer;
-    ``relay``: (rank, its parent) pairs of the ranks that forward it."""
+    ``relay``: (rank, its parent) pairs of the ranks that forward it; ``board``: θ is not in
+    it but on rank 0's board, in this (slot, stamp)."""
     offsets, lists = _task_lists(tuple(sorted((rank, tuple(ids)) for rank, ids in tasks.items())))
     n = theta.size
     half = half and n > 1  # one value in one slot either way: float64 says it
-    slots = (n + 1) // 2 if half else n
+    slots = len(board) if board is not None else (n + 1) // 2 if half else n
     buf = out(HEADER + slots + lists.size + 2 * len(relay))
-    buf[:HEADER] = (job, iteration, epoch, offsets, n, slots)
-    put_values(buf[HEADER : HEADER + slots], np.ravel(theta), half)  # θ may be a column
+    buf[:HEADER] = (job, iteration, epoch, offsets, n, ON_BOARD if board is not None else slots)
+    if board is not None:
+        buf[HEADER : HEADER + slots] = board
+    else:
+        put_values(buf[HEADER : HEADER + slots], np.ravel(theta), half)  # θ may be a column
     buf[HEADER + slots : HEADER + slots + lists.size] = lists
     buf[HEADER + slots + lists.size :] = [x for pair in relay for x in pair]
     return buf
@@ -142,10 +148,11 @@ def _task_lists(tasks: tuple[tuple[int, tuple[int, ...]], ...]) -> tuple[int, np
 
 def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray]:
     """The task list of comm rank ``rank``, and theta (float32 where it travels so: a view of
-    the message's buffer either way), from an ITERATE message."""
-    slots = msg.count
+    the message's buffer either way; where θ is on rank 0's board, its (slot, stamp)), from an
+    ITERATE message."""
+    slots = theta_slots(msg)
     theta = msg.payload[:slots]
-    if slots < msg.worker:  # float32, two a slot
+    if slots < msg.worker and msg.count != ON_BOARD:  # float32, two a slot
         theta = theta.view(np.float32)[: msg.worker]
     offsets = msg.payload[slots : slots + msg.task]
     flat = msg.payload[slots + msg.task :]
@@ -153,6 +160,18 @@ def iterate_fields(msg: Message, rank: int) -> tuple[tuple[int, ...], np.ndarray
         return (), theta
     start, stop = int(offsets[rank]), int(offsets[rank + 1])
     return tuple(flat[start:stop].astype(np.int64).tolist()), theta
+
+
+def theta_slots(msg: Message) -> int:
+    """The slots of an ITERATE's θ section (its board slot and stamp: 2)."""
+    return 2 if msg.count == ON_BOARD else msg.count
+
+
+def on_board(msg: Message) -> tuple[int, int] | None:
+    """Where an ITERATE's θ is on rank 0's board, (slot, stamp); None if it carries θ."""
+    if msg.count != ON_BOARD:
+        return None
+    return int(msg.payload[0]), int(msg.payload[1])
 
 
 NO_TRACE: tuple[TraceEntry, ...] = ()

@@ -52,6 +52,9 @@ class WorkerSetup:
     batches: Batches | None = None
     bounds: tuple[int, ...] = ()
     keep: bool = False  # results' values kept, their ids alone sent: the workers add them up
+    # rank 0's board (a worker on its node): its path, θ's dtype and length; None: θ travels
+    # in the ITERATEs
+    board: tuple[str, str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .protocol import HEADER, Message, pack, put_values
+from .protocol import HEADER, Message, pack, put_values, theta_slots
 
 
 def relay_of(msg: Message) -> tuple[tuple[int, int], ...]:
     """The relay of an ITERATE: (rank, its parent) pairs (none: rank 0 sent it to each rank)."""
-    offsets = msg.payload[msg.count : msg.count + msg.task]
-    start = msg.count + msg.task + (int(offsets[-1]) if len(offsets) else 0)
+    slots = theta_slots(msg)
+    offsets = msg.payload[slots : slots + msg.task]
+    start = slots + msg.task + (int(offsets[-1]) if len(offsets) else 0)
     flat = msg.payload[start:].astype(np.int64).tolist()
     return tuple(zip(flat[::2], flat[1::2], strict=True))
 

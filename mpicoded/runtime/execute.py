@@ -149,7 +149,7 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
         opts.events, "a" if failovers else "w", buffering=1)
     calls = progress if not plan.callbacks else partial(_each_iteration,
                                                         [progress, *plan.callbacks])
-    progress.traffic = lambda: (master.received_bytes, master.outbox.sent_bytes)
+    progress.traffic = lambda: (master.received_bytes, master.sent_bytes)
     master.observers = Observers(
         None if events is None else EventLog(events.write, session.settings, plan.job.shape()),
         Reports(calls, progress.job_done), log_lines,
@@ -172,8 +172,9 @@ def execute(comm: MPI.Intracomm, plan: Plan, serving: Callable[[Any], None],
     result.record = run_record(plan, result, n_workers, start_loss, master.max_pending,
                                session.chunk_rows, master.placed_bytes,
                                (master.result_cpu_s, master.results_handled),
-                               (master.received_bytes, master.outbox.sent_bytes))
+                               (master.received_bytes, master.sent_bytes))
     result.record["failovers"] = failovers
+    result.record["board_workers"] = len(master.boarded)
     result.record["wait"] = waiting()
     result.record["timed_out_workers"] = outcome.timed_out
     result.record["master_withheld_tasks"] = outcome.withheld_tasks

@@ -23,6 +23,7 @@ from ..core.trace import TaskTrace
 from ..core.tree_messages import pack_reduce, relay_children
 from ..delays import DelayModel
 from ..plan import ft_enabled
+from .board import BOARD_BYTES, Board
 from .buffers import Buffers
 from .clocks import sync
 from .outbox import Outbox, each
@@ -68,6 +69,14 @@ class Master:
         self.result_cpu_s = 0.0
         self.makespan_s = 0.0
         self.lingering: set[int] = set()  # stopped, known slow: released after the run
+        self.board: Board | None = None  # θ for the workers on this node (``runtime/board.py``)
+        self.boarded: set[int] = set()  # ranks whose set-up named the board
+        self.board_bytes = 0  # θ written to it
+
+    @property
+    def sent_bytes(self) -> int:
+        """Every byte rank 0 sent the workers: its messages, and θ written to its board."""
+        return self.outbox.sent_bytes + self.board_bytes
 
     def clock(self) -> float:
         """Seconds since the run started: every event's time. 0.0 until then, so that an event
@@ -77,18 +86,22 @@ class Master:
     def run(self) -> ev.Outcome:
         """Place, run every job, stop every worker (``makespan_s``: from the first ITERATE to
         the last STOP acknowledgement the end waits for: not a lingering rank's)."""
-        self.feed(ev.Begin())
-        backoff = Backoff()
-        while self.outcome is None:
-            got = self.take_in()
-            if got:
-                backoff.reset()
-            if self.due() or got:  # due on every pass: traffic must not delay it
-                continue
-            self.max_pending = max(self.max_pending, len(self.outbox.pending))
-            self.call(self.outbox.prune)
-            backoff.wait()
-        return self.outcome
+        try:
+            self.feed(ev.Begin())
+            backoff = Backoff()
+            while self.outcome is None:
+                got = self.take_in()
+                if got:
+                    backoff.reset()
+                if self.due() or got:  # due on every pass: traffic must not delay it
+                    continue
+                self.max_pending = max(self.max_pending, len(self.outbox.pending))
+                self.call(self.outbox.prune)
+                backoff.wait()
+            return self.outcome
+        finally:  # the workers opened it at their set-ups: theirs stays while they read
+            if self.board is not None:
+                self.board.close()
 
     def take_in(self) -> bool:
         """Read one message, if any, and feed what it tells (a death found meanwhile too);
@@ -180,10 +193,20 @@ class Master:
     def perform(self, i: ev.Instruction) -> None:
         send = self.outbox.send
         if isinstance(i, ev.Iterate):
-            buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
-                               self.work.half_theta, self.buffers.take, i.relay)
             first = relay_children(i.relay, 0) if i.relay else [r for r, _ in i.lists]
-            each(lambda r: send(buf, r, Tag.ITERATE), first)  # theta packed once
+            near = [] if i.relay or self.board is None else [r for r in first
+                                                             if r in self.boarded]
+            if near:
+                assert self.board is not None
+                small = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
+                                     board=self.board.write(i.theta))
+                self.board_bytes += self.board.size * self.board.dtype.itemsize
+                each(lambda r: send(small, r, Tag.ITERATE), near)
+            far = [r for r in first if r not in near]
+            if far:
+                buf = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
+                                   self.work.half_theta, self.buffers.take, i.relay)
+                each(lambda r: send(buf, r, Tag.ITERATE), far)  # theta packed once
         elif isinstance(i, ev.Assign):
             send(pack_assign(i.job, i.iteration, i.tasks, i.epoch), i.rank, Tag.ASSIGN)
         elif isinstance(i, ev.Reduce):
@@ -237,17 +260,39 @@ class Master:
                              self.session.settings.purge,
                              i.chunk_rows, i.report_progress, self.trace is not None, i.run_rows,
                              i.keep, i.runs_within)
+        board = self.boarding([target.rank for target in i.targets])
 
         def post(target: ev.Target) -> None:
-            head, arrays = object_frames(shared.for_worker(target.world, target.worker,
-                                                           target.tasks,
-                                                           self.kill_at.get(target.world)))
+            setup = shared.for_worker(target.world, target.worker, target.tasks,
+                                      self.kill_at.get(target.world))
+            if board is not None and target.rank in board:
+                setup.board = board[target.rank]
+                self.boarded.add(target.rank)
+            else:
+                self.boarded.discard(target.rank)
+            head, arrays = object_frames(setup)
             self.outbox.send(head, target.rank, Tag.SETUP)
             for frame in arrays:
                 self.outbox.send(frame, target.rank, Tag.SETUP_DATA)
             self.placed_bytes += len(head) + sum(frame.nbytes for frame in arrays)
 
         each(post, i.targets)  # one that died before its data left is a dead worker
+
+    def boarding(self, ranks: list[int]) -> dict[int, tuple[str, str, int]] | None:
+        """The board's name for those of ``ranks`` on this node, the board made at the first
+        placement that has any; None where θ travels in its ITERATEs (θ under BOARD_BYTES,
+        no purge: a straggler reads every ITERATE, however old; no such rank; no board)."""
+        settings, work = self.session.settings, self.work
+        dtype = np.dtype(np.float32 if work.half_theta else np.float64)
+        nodes = settings.nodes
+        near = [r for r in ranks if nodes and nodes[r] == nodes[0]]
+        if not near or not settings.purge or work.dim * dtype.itemsize < BOARD_BYTES:
+            return None
+        if self.board is None:
+            self.board = Board.create(work.dim, dtype)
+        if self.board is None or (self.board.size, self.board.dtype) != (work.dim, dtype):
+            return None
+        return dict.fromkeys(near, (self.board.path, dtype.name, work.dim))
 
     def settle(self, sync_clocks: bool) -> None:
         """Every set-up out (no deadline: a large data set takes what it takes), the workers'

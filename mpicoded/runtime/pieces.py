@@ -14,6 +14,7 @@ from ..core.trace import SENT, TraceEntry
 from ..jobs.batches import StepRows
 from ..jobs.rows import join_rows
 from ..jobs.task import run_piece
+from .board import theta_of
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -34,11 +35,12 @@ def spans(pieces: dict[int, tuple[int, int, int]], run: Run) -> list[tuple[int, 
 def run_pieces(worker: Worker, msg: Message) -> None:
     setup, delay, plist = worker.setup, worker.setup.delay, worker.pieces
     assert setup.pieces is not None
-    theta = iterate_fields(msg, worker.comm.Get_rank())[1]
+    theta = theta_of(msg, iterate_fields(msg, worker.comm.Get_rank())[1], worker.board,
+                     worker.latest)
     plist.runs = setup.runs
     plist.begin(worker.inbox, msg, time.perf_counter())
-    due = worker.begin(msg, theta, plist.resumed)
-    if due is None:  # purged before the first piece began
+    due = None if theta is None else worker.begin(msg, theta, plist.resumed)
+    if theta is None or due is None:  # purged before the first piece began, or stale
         worker.trace_dropped(msg, [], None, plist.drop()[1])
         return
     repeat = delay.compute_factor(setup.worker, msg.iteration, msg.job)

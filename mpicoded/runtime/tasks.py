@@ -14,6 +14,7 @@ from ..core.protocol import Message, Tag, iterate_fields, pack_progress
 from ..core.trace import SENT, TraceEntry
 from ..jobs.batches import StepRows
 from ..jobs.task import Block, run_task
+from .board import theta_of
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -22,10 +23,11 @@ MASTER = 0
 
 
 def run_tasks(worker: Worker, msg: Message) -> None:
-    tasks, theta = iterate_fields(msg, worker.comm.Get_rank())
-    due = worker.begin(msg, theta, resumed=False)
-    if due is None:
-        worker.dropped += len(tasks)  # purged before the first task began
+    tasks, section = iterate_fields(msg, worker.comm.Get_rank())
+    theta = theta_of(msg, section, worker.board, worker.latest)
+    due = None if theta is None else worker.begin(msg, theta, resumed=False)
+    if theta is None or due is None:
+        worker.dropped += len(tasks)  # purged before the first task began, or stale
         worker.trace_skipped(msg, tasks)
         return
     setup, delay, kernel = worker.setup, worker.setup.delay, worker.kernel

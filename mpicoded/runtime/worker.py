@@ -25,6 +25,7 @@ from ..jobs import AnyJob, GradientJob, kernel_for
 from ..jobs.rows import take_rows
 from ..jobs.task import Block, Terms
 from ..plan import ft_enabled
+from .board import follow
 from .buffers import Buffers
 from .outbox import Outbox
 from .pieces import run_pieces
@@ -72,6 +73,7 @@ class Worker:
         # newest round, by the first task id each RESULT named
         self.kept_round: tuple[int, int, int] | None = None
         self.kept: dict[int, np.ndarray] = {}
+        self.board = follow(None, setup.board)  # rank 0's, where θ comes on it
 
     def rebind(self, comm: MPI.Comm) -> None:
         """Serve a new master on ``comm`` (after a failover): what was queued for the old one,
@@ -250,6 +252,7 @@ class Worker:
         elif setup.data_coded != self.setup.data_coded:  # a re-code chose the other side
             self.kernel = kernel_for(self.job, setup.data_coded)
         self.setup = setup
+        self.board = follow(self.board, setup.board)
         self.views.clear()
 
     def send_result(self, msg: Message, tasks: list[int], values: list[np.ndarray],

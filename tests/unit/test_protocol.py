@@ -14,6 +14,7 @@ from mpicoded.core.protocol import (
     ack_fields,
     assign_fields,
     iterate_fields,
+    on_board,
     pack_assign,
     pack_clock,
     pack_control,
@@ -50,6 +51,18 @@ def test_iterate_round_trip_one_buffer_for_every_worker():
     assert [iterate_fields(msg, rank)[0] for rank in range(6)] == [(), (4, 0, 7), (), (2,), (),
                                                                    ()]
     assert np.array_equal(iterate_fields(msg, 1)[1], theta)
+
+
+def test_an_iterate_naming_the_board_carries_its_slot_not_theta():
+    """θ on rank 0's board: the ITERATE holds its (slot, stamp) in θ's place, and the task
+    lists and the relay read as ever; one that carries θ names no board."""
+    theta = np.linspace(-1, 1, 100_000)
+    msg = unpack(Tag.ITERATE, pack_iterate(0, 7, theta, {1: (1,), 2: (2, 0)}, half=True,
+                                           board=(3, 42)))
+    assert len(msg.payload) < 20 and msg.worker == theta.size
+    assert on_board(msg) == (3, 42) and iterate_fields(msg, 2)[0] == (2, 0)
+    assert relay_of(msg) == ()
+    assert on_board(unpack(Tag.ITERATE, pack_iterate(0, 7, theta, {1: (1,)}))) is None
 
 
 def test_iterate_task_lists_built_once_follow_a_changed_schedule():

@@ -72,6 +72,7 @@ class Master:
         self.board: Board | None = None  # θ for the workers on this node (``runtime/board.py``)
         self.boarded: set[int] = set()  # ranks whose set-up named the board
         self.board_bytes = 0  # θ written to it
+        self.on_board: tuple[tuple[int, int, int], tuple[int, int]] | None = None  # round, slot
 
     @property
     def sent_bytes(self) -> int:
@@ -197,10 +198,8 @@ class Master:
             near = [] if i.relay or self.board is None else [r for r in first
                                                              if r in self.boarded]
             if near:
-                assert self.board is not None
                 small = pack_iterate(i.job, i.iteration, i.theta, dict(i.lists), i.epoch,
-                                     board=self.board.write(i.theta))
-                self.board_bytes += self.board.size * self.board.dtype.itemsize
+                                     board=self.posted((i.job, i.iteration, i.epoch), i.theta))
                 each(lambda r: send(small, r, Tag.ITERATE), near)
             far = [r for r in first if r not in near]
             if far:
@@ -277,6 +276,16 @@ class Master:
             self.placed_bytes += len(head) + sum(frame.nbytes for frame in arrays)
 
         each(post, i.targets)  # one that died before its data left is a dead worker
+
+    def posted(self, key: tuple[int, int, int], theta: np.ndarray) -> tuple[int, int]:
+        """Round ``key``'s θ on the board: written once however many ITERATEs of the round
+        name it (a re-sent one too), so that a slot is written again only four rounds on,
+        when its round is long decoded."""
+        assert self.board is not None
+        if self.on_board is None or self.on_board[0] != key:
+            self.on_board = (key, self.board.write(theta))
+            self.board_bytes += self.board.size * self.board.dtype.itemsize
+        return self.on_board[1]
 
     def boarding(self, ranks: list[int]) -> dict[int, tuple[str, str, int]] | None:
         """The board's name for those of ``ranks`` on this node, the board made at the first

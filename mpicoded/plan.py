@@ -296,7 +296,7 @@ def partial_work(opts: RunOptions, job: Coded, code: Code, tolerance: int,
 
 # --reduce / --relay auto: where a result, or θ, is this large and a worker is on another
 # node, the workers carry the bytes; on one node (rank 0's "link" is memory, copied by the
-# receivers in parallel, and rank 0 sums results as they arrive) neither pays (measured on 7
+# receivers in parallel) neither pays (measured on 7
 # ranks and across network namespaces: docs/benchmarks.md)
 NETWORK_BYTES = 4 << 20
 

@@ -61,12 +61,7 @@ class Decoder:
     ``result()`` can return the decoded target. Duplicate task ids, and results after the decoder
     is ready, are ignored. With ``tolerance`` m the decoder is ready once all but m partitions are
     recoverable; ``missing_partitions`` then names the ones left out.
-
-    A ``running`` decoder of a sum adds each value as results arrive, once it will likely
-    count (``_likely``): the decode then adds the last and mends the few guessed wrong.
     """
-
-    running = False  # binary codes: the coefficient a value arrives with is mostly its last
 
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         self.code = code
@@ -75,9 +70,6 @@ class Decoder:
         self.values: dict[int, np.ndarray] = {}
         self._seen: set[int] = set()
         self.ready = False
-        self._sum: np.ndarray | None = None  # the running sum, then the decoded sum
-        self._summed: dict[int, np.ndarray] = {}  # the value each task added to it
-        self._decoded = False
 
     def add(self, task: int, value: np.ndarray | None = None) -> bool:
         """Record one finished task; returns True once the target is recoverable."""
@@ -91,24 +83,7 @@ class Decoder:
         if value is not None:  # kept as it came (float32 where results travel so)
             self.values[task] = np.asarray(value)
         self.ready = self._update(task)
-        for t in self._likely(task):
-            if t in self.values:
-                self._accumulate(t, self.values[t])
         return self.ready
-
-    def _likely(self, task: int) -> list[int]:
-        """The tasks whose values, in by now, ``task``'s arrival made likely to count once."""
-        return [task]
-
-    def _accumulate(self, task: int, value: np.ndarray) -> None:
-        """Add ``value`` to the running sum (a running decoder of a sum)."""
-        if not self.running or self.code.target != "sum" or task in self._summed:
-            return
-        if self._sum is None:
-            self._sum = np.array(value, dtype=np.float64)
-        else:
-            self._sum += value
-        self._summed[task] = value
 
     def add_run(self, tasks: list[int], value: np.ndarray | None) -> bool:
         """Record pieces computed as one sum, ``value`` (None: ids alone); only decoders of
@@ -162,25 +137,10 @@ class Decoder:
         return self._result()
 
     def _result(self) -> np.ndarray:
-        """A sum target: the combination of the values kept (``combination``), from the
-        running sum where there is one (formed once: the same array at every call); a
-        decoder of ``each`` defines its own."""
-        if self._sum is None:
-            return combined(self.combination(), self.value)
-        out = self._sum
-        if not self._decoded:
-            self._decoded = True
-            coefficients = self.combination()
-            right = {t for t, added in self._summed.items()
-                     if coefficients.get(t) == 1.0 and self.values.get(t) is added}
-            for task, added in self._summed.items():
-                if task not in right:
-                    out -= added
-            for task, coef in coefficients.items():
-                if task not in right:
-                    out += self.value(task) if coef == 1.0 else coef * np.asarray(self.value(task),
-                                                                        dtype=np.float64)
-        return out
+        """A sum target: the combination of the values kept (``combination``), added in the
+        order of their task ids, so that the bits do not depend on the order results arrived
+        in (a run is reproducible); a decoder of ``each`` defines its own."""
+        return combined(dict(sorted(self.combination().items())), self.value)
 
     def combination(self) -> dict[int, float]:
         """Target ``sum``, once ready: the coefficient of each received task's value in the

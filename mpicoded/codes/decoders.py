@@ -105,8 +105,6 @@ class IntervalDecoder(Decoder):
     result). With a tolerance, a shortest-path pass finds the chain that skips fewest partitions.
     """
 
-    running = True
-
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         super().__init__(code, tolerance)
         if "intervals" not in code.__dict__:
@@ -116,7 +114,6 @@ class IntervalDecoder(Decoder):
         self._waiting: dict[int, list[int]] = {}  # start boundary -> received tasks not reached
         self._path: list[int] = []
         self._missing = np.arange(code.n_partitions)
-        self._reached: list[int] = []  # runs the newest arrival chained to their ends
 
     def _update(self, task: int) -> bool:
         start, _ = self._runs[task]
@@ -135,12 +132,6 @@ class IntervalDecoder(Decoder):
                 return True
         return False
 
-    def _likely(self, task: int) -> list[int]:
-        """The runs this arrival chained from 0 first to their ends (a run waiting for its
-        start, or one ending where another had, is not yet)."""
-        reached, self._reached = self._reached, []
-        return reached
-
     def _extend(self, task: int) -> None:
         stack = [task]
         while stack:
@@ -148,7 +139,6 @@ class IntervalDecoder(Decoder):
             start, stop = self._runs[t]
             if stop not in self._reach:
                 self._reach[stop] = (t, start)
-                self._reached.append(t)
                 stack.extend(self._waiting.pop(stop, []))
 
     def _chain(self) -> list[int]:
@@ -203,8 +193,6 @@ class PeelingDecoder(Decoder):
     A degree-two task a·W_i + b·W_j waits until W_i or W_j is known, then yields the other. Work
     is O(1) amortised a result; values are solved once, in the order partitions were learnt.
     """
-
-    running = True
 
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         super().__init__(code, tolerance)

@@ -49,8 +49,6 @@ class PieceDecoder(Decoder):
     """Ready once every piece of all but ``tolerance`` partitions is in; ``sum`` adds each piece
     once, ``each`` adds them per partition. A piece received twice is counted once."""
 
-    running = True
-
     def __init__(self, code: Code, tolerance: int = 0) -> None:
         super().__init__(code, tolerance)
         self._keys: tuple[int, ...] = code.params["keys"]  # each piece's partition
@@ -95,8 +93,6 @@ class PieceDecoder(Decoder):
             self.tasks.append(t)
             self.ready = self._update(t)
         self._in_run.update(tasks)
-        if value is not None:
-            self._accumulate(new[0], value)
         return self.ready
 
     def _update(self, task: int) -> bool:

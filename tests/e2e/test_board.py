@@ -6,16 +6,11 @@ the board once), and after the master's (the new master's θ travels in its ITER
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import time
 
 import numpy as np
-from test_faults import serial_logreg
+from test_faults import kill_a_worker_mid_run, serial_logreg
 
 from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
-from mpicoded.launcher.procs import rank_pids
 
 FEATURES = 10_000  # θ of 80 kB: past BOARD_BYTES
 WIDE = ["-m", "mpicoded.train", "--code", "gfrc", "--stragglers", "2", "--partial", "on",
@@ -61,12 +56,7 @@ def test_a_worker_killed_mid_run_leaves_the_boards_theta_exact(tmp_path):
     proc = start_mpi(7, [*WIDE, "--iterations", "60", "--metrics", str(metrics), "--output",
                          str(out)], ft=True)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
-            time.sleep(0.1)  # the run is iterating (a kill during MPI_Init is not survivable)
-        pids = rank_pids(proc.pid)
-        time.sleep(random.Random(7).uniform(0.2, 1.0))
-        os.kill(pids[random.Random(8).randint(1, 6)], signal.SIGKILL)
+        kill_a_worker_mid_run(proc, metrics, 6, 1.0, 7)
         done = finish_mpi(proc, timeout=180)
     finally:
         kill_group(proc)

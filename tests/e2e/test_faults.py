@@ -80,18 +80,24 @@ def test_recode_keeps_the_code_family_and_the_tolerance_fraction(tmp_path):
     assert run["final_loss"] < run["initial_loss"]
 
 
+def kill_a_worker_mid_run(proc, metrics, workers, pause, seed):
+    """Once the run is iterating (a kill during MPI_Init is not survivable), SIGKILL one of its
+    ``workers`` from outside after a pause of up to ``pause`` seconds, both drawn from
+    ``seed``."""
+    deadline = time.time() + 90
+    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
+        time.sleep(0.1)
+    pids = rank_pids(proc.pid)
+    time.sleep(random.Random(seed).uniform(0.2, pause))
+    os.kill(pids[random.Random(seed + 1).randint(1, workers)], signal.SIGKILL)
+
+
 def test_sigkill_a_worker_from_outside(tmp_path):
     metrics = tmp_path / "outside.jsonl"
     flags = [*GFRC, "--iterations", "300"]  # long enough to strike mid-run
     proc = start_mpi(21, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)], ft=True)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
-            time.sleep(0.1)  # the run is iterating (a kill during MPI_Init is not survivable)
-        pids = rank_pids(proc.pid)
-        time.sleep(random.Random(3).uniform(0.2, 3.0))
-        victim = random.Random(4).randint(1, 20)
-        os.kill(pids[victim], signal.SIGKILL)
+        kill_a_worker_mid_run(proc, metrics, 20, 3.0, 3)
         done = finish_mpi(proc, timeout=240)
     finally:
         kill_group(proc)

@@ -6,17 +6,12 @@ pieces, and with a worker killed from outside mid-run (ULFM)."""
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
-import time
 
 import numpy as np
 import pytest
-from test_faults import serial_logreg
+from test_faults import kill_a_worker_mid_run, serial_logreg
 
 from mpicoded.launcher.process import finish_mpi, kill_group, run_mpi, start_mpi
-from mpicoded.launcher.procs import rank_pids
 
 SLOW = ["--delay", "persistent", "--task-time", "0.003", "--slow-workers", "2", "--slow-factor",
         "10", "--samples", "4000", "--quiet", "--reduce", "on", "--relay", "on", "--features",
@@ -58,12 +53,7 @@ def test_a_worker_killed_mid_run_leaves_the_sum_exact(tmp_path):
              "--iterations", "200"]
     proc = start_mpi(7, ["-m", "mpicoded.train", *flags, "--metrics", str(metrics)], ft=True)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
-            time.sleep(0.1)  # the run is iterating (a kill during MPI_Init is not survivable)
-        pids = rank_pids(proc.pid)
-        time.sleep(random.Random(5).uniform(0.2, 1.5))
-        os.kill(pids[random.Random(6).randint(1, 6)], signal.SIGKILL)
+        kill_a_worker_mid_run(proc, metrics, 6, 1.5, 5)
         done = finish_mpi(proc, timeout=240)
     finally:
         kill_group(proc)
